@@ -1,0 +1,11 @@
+"""Metrics of the benchmark tables: functions over batched tensors.
+
+Per-sample metrics return a tensor of shape (N,); the tables report their mean.
+"""
+from cflib.metrics.plausibility import im1, im2
+from cflib.metrics.distribution import fid_kid, FrozenFeatures
+from cflib.metrics.basic import proximity, validity
+from cflib.metrics.aupc import aupc, AUPCResult
+
+__all__ = ["im1", "im2", "fid_kid", "FrozenFeatures", "proximity", "validity", "aupc",
+           "AUPCResult"]

@@ -1,0 +1,66 @@
+"""Classifiers: the C3LT CNN and the feature network used for FID/KID."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class C3LTClassifier(nn.Module):
+    """The classifier of the C3LT official code (MNIST and Fashion-MNIST).
+
+    conv 1->32 5x5, ReLU, maxpool 2; conv 32->64 5x5, ReLU, maxpool 2;
+    FC 1024->256, ReLU, dropout 0.5; FC 256->10.  :meth:`features` returns the
+    64x4x4 spatial map used by CVE's cell search.
+    """
+
+    def __init__(self, n_classes: int = 10, dropout: float = 0.5):
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(1, 32, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Linear(1024, 256), nn.ReLU(), nn.Dropout(dropout),
+            nn.Linear(256, n_classes),
+        )
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Spatial feature map (N, 64, 4, 4)."""
+        return self.conv(x)
+
+    def classify_features(self, f: torch.Tensor) -> torch.Tensor:
+        """Logits from a (possibly edited) spatial feature map."""
+        return self.head(f)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.conv(x))
+
+
+class FeatureNet(nn.Module):
+    """A small CNN trained on the dataset itself; its penultimate layer feeds FID/KID.
+
+    InceptionV3 weights cannot be downloaded on the machines that build this book,
+    so the Frechet and kernel distances use this network's ``num_features``-d
+    embedding instead.  It is deliberately a different architecture and seed than
+    the classifier being explained.
+    """
+
+    def __init__(self, num_features: int = 128, n_classes: int = 10):
+        super().__init__()
+        self.num_features = num_features
+        self.body = nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(64, 128, 3, padding=1), nn.BatchNorm2d(128), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Linear(128, num_features), nn.ReLU(),
+        )
+        self.head = nn.Linear(num_features, n_classes)
+        self.embed = True  # forward returns features (what torchmetrics expects)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) if self.embed else self.head(self.body(x))

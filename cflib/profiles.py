@@ -1,0 +1,90 @@
+"""Run profiles: one name that sets every size, never the algorithm.
+
+``smoke`` runs in seconds to minutes on a 2-core CPU (tests and CI), ``standard``
+is the real protocol at reduced size (the default of ``make book``), ``paper``
+uses the papers' sizes and is meant for a GPU.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    # data sizes
+    n_images: int | None          # query images per pair (None: every test image of the class)
+    train_subset: int | None      # training images for the classifier / feature net (None: all)
+    # classifier (C3LT CNN) and FID/KID feature network
+    clf_epochs: int
+    feat_epochs: int
+    # IM1/IM2 autoencoders (Schut et al. reference setup: 30 epochs per class, 4 all-class)
+    ae_class_epochs: int
+    ae_all_epochs: int
+    ae_subset: int | None
+    # targeted PGD (Adv. Attack)
+    adv_steps: int
+    # CEM (alibi defaults: 1000 iterations, 10 c-steps)
+    cem_max_iterations: int
+    cem_c_steps: int
+    # CVE distractors per query
+    cve_n_distractors: int
+    # ExpGAN epochs per pair
+    expgan_epochs: int
+    # C3LT: DCGAN epochs, encoder epochs, mapping epochs per pair
+    dcgan_epochs: int
+    dcgan_subset: int | None
+    encoder_epochs: int
+    c3lt_epochs: int
+    c3lt_subset: int | None       # training images per class for the mappings
+    # AUPC path resolution (784/50 pixels a step in the paper)
+    aupc_steps: int = 50
+    # Bayesian chapter
+    bayes_repeats: int = 1
+    bayes_n_images: int = 100
+    bayes_epochs: int = 1
+    schut_max_iters: int = 5000
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile(
+        name="smoke", n_images=12, train_subset=4000, clf_epochs=1, feat_epochs=1,
+        ae_class_epochs=1, ae_all_epochs=1, ae_subset=1000, adv_steps=10,
+        cem_max_iterations=20, cem_c_steps=2, cve_n_distractors=2, expgan_epochs=1,
+        dcgan_epochs=1, dcgan_subset=1024, encoder_epochs=1, c3lt_epochs=1,
+        c3lt_subset=256, aupc_steps=10, bayes_repeats=1, bayes_n_images=8,
+        bayes_epochs=1, schut_max_iters=40,
+    ),
+    "standard": Profile(
+        name="standard", n_images=200, train_subset=None, clf_epochs=4, feat_epochs=2,
+        ae_class_epochs=10, ae_all_epochs=2, ae_subset=None, adv_steps=100,
+        cem_max_iterations=300, cem_c_steps=4, cve_n_distractors=5, expgan_epochs=4,
+        dcgan_epochs=3, dcgan_subset=30000, encoder_epochs=2, c3lt_epochs=4,
+        c3lt_subset=3000, aupc_steps=50, bayes_repeats=3, bayes_n_images=100,
+        bayes_epochs=3, schut_max_iters=1000,
+    ),
+    "paper": Profile(
+        name="paper", n_images=None, train_subset=None, clf_epochs=10, feat_epochs=10,
+        ae_class_epochs=30, ae_all_epochs=4, ae_subset=None, adv_steps=200,
+        cem_max_iterations=1000, cem_c_steps=10, cve_n_distractors=10, expgan_epochs=50,
+        dcgan_epochs=25, dcgan_subset=None, encoder_epochs=20, c3lt_epochs=200,
+        c3lt_subset=None, aupc_steps=50, bayes_repeats=5, bayes_n_images=100,
+        bayes_epochs=10, schut_max_iters=5000,
+    ),
+}
+
+
+def get_profile(name: str | Profile, **overrides) -> Profile:
+    """Return the named profile, optionally with some sizes overridden."""
+    if isinstance(name, Profile):
+        prof = name
+    else:
+        if name not in PROFILES:
+            raise ValueError(
+                f"unknown profile {name!r}; choose one of {sorted(PROFILES)}"
+            )
+        prof = PROFILES[name]
+    return replace(prof, **overrides) if overrides else prof

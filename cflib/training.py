@@ -1,0 +1,166 @@
+"""Training loops and the on-disk cache of trained weights.
+
+Every trained network (classifier, autoencoders, feature network, generators,
+mappings) goes through :func:`cached`: its weights are stored under a key built
+from the full training config (dataset, architecture, hyperparameters, seed and
+profile), written to a temporary file and renamed, so a re-executed chapter loads
+instead of retraining.  A file that cannot be read, or whose stored config does not
+match, is retrained and replaced, never loaded.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from cflib.data import PROJECT_ROOT
+
+log = logging.getLogger("cflib")
+CACHE_ENV = "CFLIB_CACHE"
+FORMAT = 1
+
+
+def cache_root() -> Path:
+    """``$CFLIB_CACHE`` or ``<project>/cache`` (never beside the read-only data)."""
+    return Path(os.environ.get(CACHE_ENV) or PROJECT_ROOT / "cache").expanduser()
+
+
+def _normalise(config: dict) -> dict:
+    return json.loads(json.dumps(config, sort_keys=True, default=str))
+
+
+def cache_key(config: dict) -> str:
+    blob = json.dumps(_normalise(config), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def cache_path(kind: str, config: dict) -> Path:
+    return cache_root() / f"{kind}-{cache_key(config)}.pt"
+
+
+def _atomic_save(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
+    """The stored info if ``path`` holds weights for exactly ``config``; else None."""
+    if not path.exists():
+        return None
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+        if payload.get("format") != FORMAT or payload.get("config") != _normalise(config):
+            log.warning("cache %s was written for another config; retraining", path.name)
+            return None
+        module.load_state_dict(payload["state_dict"])
+        return payload.get("info", {})
+    except Exception as err:  # corrupt, truncated, wrong architecture...
+        log.warning("cache %s is unreadable (%s: %s); retraining", path.name,
+                    type(err).__name__, err)
+        return None
+
+
+def cached(kind: str, config: dict, build: Callable[[], nn.Module],
+           train: Callable[[nn.Module], dict | None], device="cpu",
+           use_cache: bool = True) -> tuple[nn.Module, dict]:
+    """Build a module and load it from the cache, or train and cache it.
+
+    ``train(module)`` trains in place and may return an info dict (e.g. test
+    accuracy) that is stored beside the weights and returned on later loads.
+    """
+    seed = int(config.get("seed", 0))
+    torch.manual_seed(seed)
+    module = build().to(device)
+    path = cache_path(kind, config)
+    if use_cache:
+        info = _try_load(path, config, module)
+        if info is not None:
+            log.info("loaded %s from %s", kind, path)
+            return module.to(device).eval(), info
+    log.info("training %s (%s)", kind, path.name)
+    torch.manual_seed(seed)
+    info = train(module) or {}
+    module.eval()
+    if use_cache:
+        state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        _atomic_save({"format": FORMAT, "config": _normalise(config),
+                      "state_dict": state, "info": info}, path)
+    return module, info
+
+
+def batches(n: int, batch_size: int, seed: int | None = None, shuffle: bool = True):
+    """Index batches over ``range(n)``, reshuffled from ``seed`` when asked."""
+    if shuffle:
+        g = torch.Generator().manual_seed(seed or 0)
+        order = torch.randperm(n, generator=g)
+    else:
+        order = torch.arange(n)
+    for i in range(0, n, batch_size):
+        yield order[i:i + batch_size]
+
+
+def _logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model.logits(x) if hasattr(model, "logits") else model(x)
+
+
+def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int,
+                     lr: float = 1e-3, batch_size: int = 128, seed: int = 0,
+                     desc: str = "classifier") -> None:
+    """Adam on cross-entropy; ``x`` in [-1, 1]."""
+    dev = next(model.parameters()).device
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for ep in tqdm(range(epochs), desc=desc, disable=None):
+        for idx in batches(len(x), batch_size, seed + ep):
+            xb, yb = x[idx].to(dev), y[idx].to(dev)
+            loss = F.cross_entropy(_logits(model, xb), yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    model.eval()
+
+
+def train_autoencoder(model: nn.Module, x: torch.Tensor, epochs: int, lr: float = 1e-3,
+                      batch_size: int = 128, seed: int = 0, desc: str = "autoencoder") -> None:
+    """Adam on the mean squared reconstruction error."""
+    dev = next(model.parameters()).device
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    model.train()
+    for ep in tqdm(range(epochs), desc=desc, disable=None):
+        for idx in batches(len(x), batch_size, seed + ep):
+            xb = x[idx].to(dev)
+            loss = F.mse_loss(model(xb), xb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    model.eval()
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1024) -> float:
+    """Top-1 accuracy in [0, 1]."""
+    was = model.training
+    model.eval()
+    dev = next(model.parameters()).device
+    correct = 0
+    for i in range(0, len(x), batch_size):
+        out = _logits(model, x[i:i + batch_size].to(dev))
+        correct += (out.argmax(1).cpu() == y[i:i + batch_size]).sum().item()
+    model.train(was)
+    return correct / len(x)
