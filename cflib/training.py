@@ -20,7 +20,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from cflib.data import PROJECT_ROOT
 

@@ -46,3 +46,12 @@ class AdvAttack(Explainer):
                     adv = (xb + (adv - xb).clamp(-cfg.eps, cfg.eps)).clamp(X_MIN, X_MAX)
             out[i:i + cfg.batch_size] = adv.detach()
         return out
+
+
+def from_profile(classifier, dataset, pair, profile, seed: int = 0) -> AdvAttack:
+    """Targeted PGD with the profile's number of steps (alpha scaled so eps is reachable)."""
+    from cflib.profiles import get_profile
+
+    prof = get_profile(profile)
+    eps = AdvAttackConfig.eps
+    return AdvAttack(classifier, steps=prof.adv_steps, alpha=max(2.5 * eps / prof.adv_steps, 0.01))

@@ -45,3 +45,11 @@ class OriginalData(Explainer):
                     else torch.randperm(len(pool), generator=g)[:len(rows)])
             out[rows] = self.pool_x[pool[pick]].to(x.device)
         return out
+
+
+def from_profile(classifier, dataset, pair, profile, seed: int = 0, pool=None) -> OriginalData:
+    """Original Data drawing from ``pool`` = (x, y) (default: the dataset's test split)."""
+    from cflib.data import load_split
+
+    x, y = pool if pool is not None else load_split(dataset, "test")
+    return OriginalData(classifier).fit(x, y)

@@ -6,10 +6,14 @@ with a ``num_features`` attribute, so both distances use :class:`cflib.models.Fe
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 from torchmetrics.image.fid import FrechetInceptionDistance
 from torchmetrics.image.kid import KernelInceptionDistance
+
+from cflib.explainers.base import model_device
 
 
 class FrozenFeatures(nn.Module):
@@ -43,10 +47,12 @@ def fid_kid(fake: torch.Tensor, real: torch.Tensor, feature: nn.Module,
         raise ValueError(f"FID/KID need at least 2 images per side, got {len(fake)} and {len(real)}")
     if not isinstance(feature, FrozenFeatures):
         feature = FrozenFeatures(feature)
-    dev = next(feature.parameters()).device
+    dev = model_device(feature)
     fid = FrechetInceptionDistance(feature=feature, normalize=False).to(dev)
-    kid = KernelInceptionDistance(feature=feature, subsets=kid_subsets,
-                                  subset_size=min(kid_subset_size, n), normalize=False).to(dev)
+    with warnings.catch_warnings():  # "will save all extracted features": small sets here
+        warnings.simplefilter("ignore", UserWarning)
+        kid = KernelInceptionDistance(feature=feature, subsets=kid_subsets,
+                                      subset_size=min(kid_subset_size, n), normalize=False).to(dev)
     for imgs, is_real in ((real, True), (fake, False)):
         for i in range(0, len(imgs), batch_size):
             b = imgs[i:i + batch_size].to(dev)

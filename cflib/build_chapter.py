@@ -1,0 +1,81 @@
+"""Convert a chapter's jupytext source, execute it with papermill, write it into the book.
+
+    python -m cflib.build_chapter mnist_eval --profile standard --device cpu --seed 0 \
+        [-p n_images 100] [-p pairs '["4->9"]']
+
+The executed notebook lands in ``book/chapters/<chapter>.ipynb`` (where ``_toc.yml``
+expects it) and its results in ``results/<chapter>.csv``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from cflib.data import PROJECT_ROOT
+from cflib.profiles import get_profile
+
+#: chapter -> (jupytext source in notebooks/, fixed parameters)
+CHAPTERS = {
+    "mnist_eval": ("mnist_eval.py", {"dataset": "mnist"}),
+}
+
+
+def to_ipynb(source: Path, dest: Path) -> Path:
+    import jupytext
+
+    nb = jupytext.read(source)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    jupytext.write(nb, dest)
+    return dest
+
+
+def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: int = 0,
+          extra: dict | None = None, out_dir: Path | None = None,
+          results_dir: Path | None = None) -> Path:
+    """Execute one chapter; returns the path of the executed notebook."""
+    import papermill as pm
+
+    if chapter not in CHAPTERS:
+        raise ValueError(f"unknown chapter {chapter!r}; choose one of {sorted(CHAPTERS)}")
+    get_profile(profile)  # fail before starting a kernel
+    source, fixed = CHAPTERS[chapter]
+    ipynb = to_ipynb(PROJECT_ROOT / "notebooks" / source,
+                     PROJECT_ROOT / "notebooks" / (Path(source).stem + ".ipynb"))
+    out_dir = Path(out_dir or PROJECT_ROOT / "book" / "chapters")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    params = {**fixed, "profile": profile, "device": device, "seed": seed,
+              "results_name": chapter,
+              "results_dir": str(Path(results_dir or PROJECT_ROOT / "results").resolve()),
+              **(extra or {})}
+    out = out_dir / f"{chapter}.ipynb"
+    t0 = time.perf_counter()
+    pm.execute_notebook(str(ipynb), str(out), parameters=params, kernel_name="python3",
+                        cwd=str(PROJECT_ROOT), progress_bar=False, log_output=False)
+    print(f"{chapter}: executed at profile {profile} in {time.perf_counter() - t0:.0f} s -> {out}")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("chapter", choices=sorted(CHAPTERS) + ["all"])
+    ap.add_argument("--profile", default="standard")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="extra parameter; VALUE is read as JSON when it parses")
+    args = ap.parse_args(argv)
+    extra = {}
+    for k, v in args.p:
+        try:
+            extra[k] = json.loads(v)
+        except json.JSONDecodeError:
+            extra[k] = v
+    for chapter in (CHAPTERS if args.chapter == "all" else [args.chapter]):
+        build(chapter, args.profile, args.device, args.seed, extra)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Tables beside the papers' values, and the chapters' figures.
+
+Paper values are read from ``cflib/reference/reported.csv`` (a copy of the
+project's reference file), never typed into a notebook.
+"""
+from __future__ import annotations
+
+from importlib import resources
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from cflib.data import CLASS_NAMES, parse_pair
+
+#: reported metric name -> (our metric name, factor the paper's table applies)
+REPORTED_SCALE = {"IM2x10": ("IM2", 10.0), "KIDx1e3": ("KID", 1e3),
+                  "Validity_pct": ("Validity", 100.0), "Accuracy_pct": ("Accuracy", 100.0)}
+#: our metric name -> column title of the book's tables
+DISPLAY = {"IM2": "IM2 (x10)", "KID": "KID (x1e3)"}
+SCALE = {"IM2": 10.0, "KID": 1e3}
+
+
+def load_reported(table: str | None = None, dataset: str | None = None) -> pd.DataFrame:
+    """The papers' numbers: ``table, dataset, method, setting, metric, value, direction, source``."""
+    with resources.files("cflib.reference").joinpath("reported.csv").open() as f:
+        df = pd.read_csv(f, keep_default_na=False)
+    df["value"] = df["value"].astype(float)
+    if table is not None:
+        df = df[df["table"] == table]
+    if dataset is not None:
+        df = df[df["dataset"] == dataset]
+    return df.reset_index(drop=True)
+
+
+def reported_on_our_scale(table: str, dataset: str) -> pd.DataFrame:
+    """Reported values renamed to our metric names and divided back to our scale."""
+    df = load_reported(table, dataset).copy()
+    for name, (ours, factor) in REPORTED_SCALE.items():
+        m = df["metric"] == name
+        df.loc[m, "metric"] = ours
+        df.loc[m, "value"] = df.loc[m, "value"] / factor
+    return df
+
+
+def directions(table: str) -> dict:
+    df = load_reported(table)
+    out = {}
+    for name, d in zip(df["metric"], df["direction"]):
+        out[REPORTED_SCALE.get(name, (name,))[0]] = d
+    return out
+
+
+def comparison_table(results: pd.DataFrame, table: str, dataset: str, pair: str = "mean",
+                     metrics=None, methods=None) -> pd.DataFrame:
+    """Ours beside the paper's: rows = methods, columns = (metric, ours/paper), table scale."""
+    ours = results[(results["pair"] == pair) & (results["method"] != "Classifier")]
+    ours = ours.groupby(["method", "metric"])["value"].mean().unstack()
+    paper = reported_on_our_scale(table, dataset)
+    paper = paper.pivot_table(index="method", columns="metric", values="value", aggfunc="first")
+    metrics = list(metrics or ours.columns)
+    methods = list(methods or ours.index)
+    cols = {}
+    for m in metrics:
+        f = SCALE.get(m, 1.0)
+        title = DISPLAY.get(m, m)
+        cols[(title, "ours")] = ours.reindex(methods)[m] * f if m in ours else np.nan
+        cols[(title, "paper")] = (paper.reindex(methods)[m] * f if m in paper.columns
+                                  else pd.Series(np.nan, index=methods))
+    out = pd.DataFrame(cols, index=methods)
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    out.index.name = "method"
+    return out
+
+
+def pair_table(results: pd.DataFrame, metrics) -> pd.DataFrame:
+    """Every metric per (pair, method), on the paper's scale: the long form of the table."""
+    df = results[results["method"] != "Classifier"]
+    out = df.pivot_table(index=["pair", "method"], columns="metric", values="value",
+                         aggfunc="mean", sort=False)
+    out = out[[m for m in metrics if m in out.columns]]
+    for m, f in SCALE.items():
+        if m in out:
+            out[m] = out[m] * f
+    return out.rename(columns=DISPLAY)
+
+
+def style(table: pd.DataFrame, digits: int = 3):
+    """A pandas Styler with a fixed number of significant digits and NaN shown as '–'."""
+    return table.style.format(lambda v: "–" if pd.isna(v) else f"{v:.{digits}g}")
+
+
+def pair_title(dataset: str, pair) -> str:
+    q, t = parse_pair(pair)
+    names = CLASS_NAMES[dataset]
+    if dataset == "mnist":
+        return f"{q} → {t}"
+    return f"{q} ({names[q]}) → {t} ({names[t]})"
+
+
+def _img(ax, img, cmap="gray", vmin=-1, vmax=1):
+    ax.imshow(np.asarray(img).squeeze(), cmap=cmap, vmin=vmin, vmax=vmax)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def plot_cf_grid(counterfactuals: dict, pair: str, methods, n: int = 4, with_diff: bool = True,
+                 title: str | None = None):
+    """Rows: ``n`` fixed query images; columns: query, then each method's CF (and difference).
+
+    Counterfactuals that fail to reach the target get a red frame.
+    """
+    methods = [m for m in methods if (pair, m) in counterfactuals]
+    per = 2 if with_diff else 1
+    ncols = 1 + per * len(methods)
+    fig, axes = plt.subplots(n, ncols, figsize=(1.1 * ncols, 1.15 * n + 0.4), squeeze=False)
+    first = counterfactuals[(pair, methods[0])]
+    for r in range(n):
+        _img(axes[r, 0], first.x[r])
+        for k, m in enumerate(methods):
+            cf = counterfactuals[(pair, m)]
+            ax = axes[r, 1 + per * k]
+            _img(ax, cf.x_cf[r])
+            if not bool(cf.success[r]):
+                for s in ax.spines.values():
+                    s.set_edgecolor("red")
+                    s.set_linewidth(2)
+            if with_diff:
+                _img(axes[r, 2 + per * k], (cf.x_cf[r] - cf.x[r]), cmap="bwr", vmin=-2, vmax=2)
+            if r == 0:
+                ax.set_title(m, fontsize=8)
+                if with_diff:
+                    axes[r, 2 + per * k].set_title("difference", fontsize=7)
+    axes[0, 0].set_title("query", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_aupc_curves(curves: dict, pairs, methods):
+    """Mean target / query softmax along the insertion path, a panel per pair."""
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 3.2), squeeze=False)
+    colors = dict(zip(methods, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 3))
+    for ax, pair in zip(axes[0], pairs):
+        for m in methods:
+            if (pair, m) not in curves:
+                continue
+            c = curves[(pair, m)]
+            xs = np.linspace(0, 1, c.target_curve.shape[1])
+            ax.plot(xs, c.target_curve.mean(0), color=colors[m], label=f"{m}")
+            ax.plot(xs, c.query_curve.mean(0), color=colors[m], ls="--")
+        ax.set_title(f"pair {pair}: target (solid), query (dashed)", fontsize=9)
+        ax.set_xlabel("fraction of pixels pasted")
+        ax.set_ylim(-0.02, 1.02)
+    axes[0, 0].set_ylabel("softmax score")
+    axes[0, -1].legend(fontsize=7, loc="center right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_seconds(results: pd.DataFrame):
+    """Seconds per counterfactual per method (log scale), mean over pairs."""
+    df = results[(results["metric"] == "seconds_per_cf") & (results["pair"] == "mean")]
+    df = df.set_index("method")["value"]
+    fig, ax = plt.subplots(figsize=(6, 0.45 * len(df) + 0.8))
+    ax.barh(df.index, df.values, color="tab:blue")
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds per counterfactual (log scale, this machine)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    return fig
+
+
+def shape_checks(results: pd.DataFrame, checks) -> pd.DataFrame:
+    """Evaluate expected orderings, e.g. ``("IM1", "C3LT", "<", "CEM")``, on the pair means."""
+    mean = results[results["pair"] == "mean"].groupby(["method", "metric"])["value"].mean()
+    rows = []
+    for metric, a, op, b in checks:
+        if (a, metric) not in mean or (b, metric) not in mean:
+            continue
+        va, vb = mean[(a, metric)], mean[(b, metric)]
+        holds = va < vb if op == "<" else va > vb
+        rows.append({"expectation": f"{metric}: {a} {op} {b}", "left": va,
+                     "right": vb, "holds": bool(holds)})
+    return pd.DataFrame(rows)

@@ -1,0 +1,69 @@
+"""The chapters through papermill at the smoke profile, then the book build."""
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cflib import data
+from cflib.benchmark import C3LT_METRICS, COLUMNS
+from cflib.build_chapter import CHAPTERS, build
+from cflib.data import PROJECT_ROOT
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (data.data_root() / "MNIST" / "raw" / "t10k-images-idx3-ubyte").exists(),
+        reason=f"MNIST files are not in the data root {data.data_root()} (set CFLIB_DATA)"),
+]
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    for chapter in CHAPTERS:
+        build(chapter, profile="smoke", results_dir=out)
+    return out
+
+
+def check_c3lt_results(df: pd.DataFrame, dataset: str, pairs):
+    assert list(df.columns) == COLUMNS
+    assert set(df["dataset"]) == {dataset} and set(df["profile"]) == {"smoke"}
+    acc = df[df["method"] == "Classifier"]
+    assert len(acc) == 1 and acc["metric"].item() == "Accuracy"
+    assert 0.0 <= acc["value"].item() <= 1.0
+    cf = df[df["method"] != "Classifier"]
+    methods = set(cf["method"])
+    assert {"Original Data", "Adv. Attack"} <= methods
+    for method in methods:
+        for pair in list(pairs) + ["mean"]:
+            got = cf[(cf["method"] == method) & (cf["pair"] == pair)]
+            assert sorted(got["metric"]) == sorted(C3LT_METRICS), (method, pair)
+            assert all(math.isfinite(v) for v in got["value"]), (method, pair)
+    v = cf[cf["metric"] == "Validity"]["value"]
+    assert v.between(0, 1).all()
+    for m in ("AUPC_target", "AUPC_query"):
+        assert cf[cf["metric"] == m]["value"].between(0, 1).all()
+    assert (cf[cf["metric"] == "seconds_per_cf"]["value"] > 0).all()
+    # the mean row is the mean over pairs
+    im1 = cf[(cf["metric"] == "IM1") & (cf["method"] == "Adv. Attack")].set_index("pair")["value"]
+    assert im1["mean"] == pytest.approx(im1.drop("mean").mean())
+
+
+def test_mnist_chapter_writes_every_metric(results_dir):
+    df = pd.read_csv(results_dir / "mnist_eval.csv", keep_default_na=False)
+    check_c3lt_results(df, "mnist", ["4->9", "3->8", "5->6"])
+
+
+def test_book_builds(results_dir, tmp_path):
+    jb = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(PROJECT_ROOT),
+          "--path-output", str(tmp_path), "--quiet"]
+    proc = subprocess.run(jb, capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    html = tmp_path / "_build" / "html"
+    assert (html / "index.html").exists()
+    page = (html / "book" / "chapters" / "mnist_eval.html").read_text()
+    for name in ("Adv. Attack", "Original Data", "IM1", "COUT", "Protocol notes"):
+        assert name in page

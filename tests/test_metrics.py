@@ -1,0 +1,137 @@
+"""Every metric on tiny inputs whose values are worked out by hand."""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from cflib.metrics import aupc, fid_kid, im1, im2, proximity, validity
+from cflib.metrics.aupc import trapezoid_area
+from cflib.metrics.distribution import FrozenFeatures
+
+
+class Scale(nn.Module):
+    """A stand-in autoencoder: returns ``factor * x`` (0 gives the zero image)."""
+
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = nn.Parameter(torch.tensor(float(factor)), requires_grad=False)
+
+    def forward(self, x):
+        return self.factor * x
+
+
+def test_im1_known_value():
+    x = torch.ones(1, 1, 2, 2)
+    # target AE error ||x - 0||^2 = 4, query AE error ||x - x/2||^2 = 1  ->  IM1 = 4
+    assert im1(x, Scale(0), Scale(0.5), eps=0).item() == pytest.approx(4.0)
+    # a perfect target AE gives 0
+    assert im1(x, Scale(1), Scale(0.5)).item() == pytest.approx(0.0)
+
+
+def test_im1_per_sample():
+    x = torch.stack([torch.ones(1, 2, 2), 2 * torch.ones(1, 2, 2)])
+    out = im1(x, Scale(0), Scale(0.5), eps=0)
+    assert out.shape == (2,)
+    assert torch.allclose(out, torch.tensor([4.0, 4.0]))
+
+
+def test_im2_known_value():
+    x = torch.ones(1, 1, 2, 2)
+    # ||AE_t(x) - AE(x)||^2 = ||0 - x/2||^2 = 4 * 0.25 = 1 ; ||x||_1 = 4  ->  0.25
+    assert im2(x, Scale(0), Scale(0.5), eps=0).item() == pytest.approx(0.25)
+    # the sign of pixels does not matter for the L1 norm
+    assert im2(-x, Scale(0), Scale(0.5), eps=0).item() == pytest.approx(0.25)
+
+
+def test_proximity_known_value():
+    x = torch.zeros(2, 1, 2, 2)
+    x_cf = x.clone()
+    x_cf[0, 0, 0, 0] = 1.0
+    x_cf[1] = -0.5
+    assert torch.allclose(proximity(x, x_cf), torch.tensor([0.25, 0.5]))
+    with pytest.raises(ValueError, match="shape"):
+        proximity(x, x_cf[:1])
+
+
+def test_validity_from_labels_and_scores():
+    assert validity(torch.tensor([1, 2, 1]), torch.tensor([1, 1, 1])).tolist() == [1.0, 0.0, 1.0]
+    scores = torch.tensor([[0.1, 0.9], [0.8, 0.2]])
+    assert validity(scores, torch.tensor([1, 1])).tolist() == [1.0, 0.0]
+
+
+def test_trapezoid_area():
+    assert trapezoid_area(torch.tensor([[0.0, 1.0]])).item() == pytest.approx(0.5)
+    assert trapezoid_area(torch.tensor([[1.0, 1.0, 1.0]])).item() == pytest.approx(1.0)
+    assert trapezoid_area(torch.tensor([[0.0, 1.0, 0.0]])).item() == pytest.approx(0.5)
+
+
+class FractionModel(nn.Module):
+    """P(class 1) = fraction of pixels equal to +1; P(class 0) = the rest."""
+
+    def forward(self, x):
+        f = ((x.flatten(1) + 1) / 2).mean(1).clamp(1e-6, 1 - 1e-6)
+        return torch.stack([torch.log(1 - f), torch.log(f)], 1)
+
+
+def test_aupc_linear_path_known_values():
+    x = -torch.ones(3, 1, 28, 28)
+    x_cf = torch.ones(3, 1, 28, 28)
+    q, t = torch.zeros(3, dtype=torch.long), torch.ones(3, dtype=torch.long)
+    r = aupc(FractionModel(), x, x_cf, q, t, steps=50)
+    # p_target rises linearly from 0 to 1 along the path: area 1/2 each, COUT 0
+    assert r.target_curve.shape == (3, 51)
+    assert r.target_curve[:, 0].max() < 1e-4 and r.target_curve[:, -1].min() > 1 - 1e-4
+    assert torch.allclose(r.aupc_target, torch.full((3,), 0.5), atol=2e-3)
+    assert torch.allclose(r.aupc_query, torch.full((3,), 0.5), atol=2e-3)
+    assert torch.allclose(r.cout, torch.zeros(3), atol=4e-3)
+
+
+def test_aupc_pastes_largest_changes_first():
+    x = -torch.ones(1, 1, 28, 28)
+    x_cf = x.clone()
+    x_cf.view(-1)[:392] = 1.0        # half the pixels change
+    q, t = torch.zeros(1, dtype=torch.long), torch.ones(1, dtype=torch.long)
+    r = aupc(FractionModel(), x, x_cf, q, t, steps=50)
+    # every changed pixel is pasted within the first half of the path: the target
+    # curve reaches its final value 0.5 at the midpoint and stays there
+    assert r.target_curve[0, 25].item() == pytest.approx(0.5, abs=1e-3)
+    assert r.target_curve[0, -1].item() == pytest.approx(0.5, abs=1e-3)
+    # area = triangle (0.5 * 0.5 * 0.5) + rectangle (0.5 * 0.5) = 0.375
+    assert r.aupc_target.item() == pytest.approx(0.375, abs=2e-3)
+
+
+def test_aupc_no_change_is_constant():
+    x = torch.rand(2, 1, 28, 28) * 2 - 1
+    q, t = torch.zeros(2, dtype=torch.long), torch.ones(2, dtype=torch.long)
+    r = aupc(FractionModel(), x, x.clone(), q, t, steps=10)
+    p1 = torch.softmax(FractionModel()(x), 1)[:, 1]
+    assert torch.allclose(r.aupc_target, p1, atol=1e-5)
+
+
+def identity_features(d):
+    return FrozenFeatures(nn.Flatten(), num_features=d)
+
+
+def test_fid_of_a_shifted_copy_is_the_squared_shift():
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(200, 1, 1, 4, generator=g)
+    shift = torch.tensor([1.0, -2.0, 0.0, 0.5]).view(1, 1, 1, 4)
+    fid, kid = fid_kid(a + shift, a, identity_features(4), kid_subset_size=50)
+    # equal covariances: FID = ||mu_1 - mu_2||^2 = 1 + 4 + 0 + 0.25
+    assert fid == pytest.approx(5.25, rel=1e-3)
+    fid0, kid0 = fid_kid(a.clone(), a, identity_features(4), kid_subset_size=50)
+    assert abs(fid0) < 1e-3
+    assert kid > 10 * abs(kid0)
+
+
+def test_fid_needs_two_images():
+    with pytest.raises(ValueError, match="at least 2"):
+        fid_kid(torch.zeros(1, 1, 1, 4), torch.zeros(5, 1, 1, 4), identity_features(4))
+
+
+def test_frozen_features_stay_in_eval_mode():
+    net = nn.Sequential(nn.Flatten(), nn.BatchNorm1d(4))
+    f = FrozenFeatures(net, num_features=4)
+    f.train()
+    assert not net.training

@@ -1,0 +1,70 @@
+"""The weight cache: train once, load after, never load a corrupt or mismatched file."""
+import torch
+from torch import nn
+
+from cflib.training import cache_path, cached
+
+
+def make():
+    return nn.Linear(3, 2)
+
+
+class Trainer:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, model):
+        self.calls += 1
+        with torch.no_grad():
+            model.weight.fill_(float(self.calls))
+        return {"calls": self.calls}
+
+
+CFG = {"kind": "toy", "dataset": "mnist", "seed": 0, "profile": "smoke", "epochs": 1}
+
+
+def test_trains_once_then_loads(tmp_cache):
+    tr = Trainer()
+    m1, info1 = cached("toy", CFG, make, tr)
+    m2, info2 = cached("toy", CFG, make, tr)
+    assert tr.calls == 1 and info2 == info1 == {"calls": 1}
+    assert torch.equal(m1.weight, m2.weight)
+    assert not list(tmp_cache.glob("*.tmp")), "no temporary file left behind"
+
+
+def test_key_changes_with_config(tmp_cache):
+    other = {**CFG, "dataset": "fmnist"}
+    assert cache_path("toy", CFG) != cache_path("toy", other)
+    tr = Trainer()
+    cached("toy", CFG, make, tr)
+    cached("toy", other, make, tr)
+    assert tr.calls == 2
+
+
+def test_corrupt_file_is_retrained(tmp_cache):
+    tr = Trainer()
+    cached("toy", CFG, make, tr)
+    cache_path("toy", CFG).write_bytes(b"not a checkpoint")
+    m, info = cached("toy", CFG, make, tr)
+    assert tr.calls == 2 and info == {"calls": 2}
+    # and the retrained weights replaced the corrupt file
+    _, info = cached("toy", CFG, make, tr)
+    assert tr.calls == 2
+
+
+def test_mismatched_file_is_retrained(tmp_cache):
+    tr = Trainer()
+    cached("toy", CFG, make, tr)
+    path = cache_path("toy", CFG)
+    payload = torch.load(path, weights_only=True)
+    payload["config"]["epochs"] = 99          # written for another config
+    torch.save(payload, path)
+    cached("toy", CFG, make, tr)
+    assert tr.calls == 2
+
+
+def test_wrong_architecture_is_retrained(tmp_cache):
+    tr = Trainer()
+    cached("toy", CFG, make, tr)
+    cached("toy", CFG, lambda: nn.Linear(4, 2), tr)
+    assert tr.calls == 2
