@@ -16,16 +16,39 @@ from pathlib import Path
 from cflib.data import PROJECT_ROOT
 from cflib.profiles import get_profile
 
-#: chapter -> (jupytext source in notebooks/, fixed parameters)
+#: chapter -> (jupytext source in notebooks/, fixed parameters, title)
 CHAPTERS = {
-    "mnist_eval": ("mnist_eval.py", {"dataset": "mnist"}),
+    "mnist_eval": ("mnist_eval.py", {"dataset": "mnist"},
+                   "Counterfactuals on MNIST: the C3LT table"),
 }
+DISCUSSION = PROJECT_ROOT / "book" / "discussion"
+MARKER = "<!-- discussion -->"
 
 
-def to_ipynb(source: Path, dest: Path) -> Path:
+def _personalise(nb, chapter: str, title: str) -> None:
+    """Give a chapter made from a shared template its own title and discussion.
+
+    The template's first heading becomes ``title``; the markdown cell holding
+    ``<!-- discussion -->`` gets the text of ``book/discussion/<chapter>.md``.
+    """
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("# "):
+            lines = cell.source.lstrip().split("\n")
+            cell.source = "\n".join([f"# {title}"] + lines[1:])
+            break
+    page = DISCUSSION / f"{chapter}.md"
+    text = page.read_text() if page.exists() else ""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and MARKER in cell.source:
+            cell.source = cell.source.replace(MARKER, text)
+
+
+def to_ipynb(source: Path, dest: Path, chapter: str | None = None, title: str | None = None) -> Path:
     import jupytext
 
     nb = jupytext.read(source)
+    if chapter is not None:
+        _personalise(nb, chapter, title)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     dest.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(nb, dest)
@@ -41,9 +64,9 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: in
     if chapter not in CHAPTERS:
         raise ValueError(f"unknown chapter {chapter!r}; choose one of {sorted(CHAPTERS)}")
     get_profile(profile)  # fail before starting a kernel
-    source, fixed = CHAPTERS[chapter]
+    source, fixed, title = CHAPTERS[chapter]
     ipynb = to_ipynb(PROJECT_ROOT / "notebooks" / source,
-                     PROJECT_ROOT / "notebooks" / (Path(source).stem + ".ipynb"))
+                     PROJECT_ROOT / "notebooks" / f"{chapter}.ipynb", chapter, title)
     out_dir = Path(out_dir or PROJECT_ROOT / "book" / "chapters")
     out_dir.mkdir(parents=True, exist_ok=True)
     params = {**fixed, "profile": profile, "device": device, "seed": seed,

@@ -150,6 +150,11 @@ checks = [("IM1", "Original Data", "<", "Adv. Attack"),
 report.shape_checks(results, checks)
 
 # %% [markdown]
+# ## Where our numbers differ from the paper's
+#
+# <!-- discussion -->
+
+# %% [markdown]
 # ```{admonition} Protocol notes
 # :class: note
 # Choices the papers leave open, and what we did:
