@@ -20,6 +20,9 @@ from cflib.profiles import get_profile
 CHAPTERS = {
     "mnist_eval": ("mnist_eval.py", {"dataset": "mnist"},
                    "Counterfactuals on MNIST: the C3LT table"),
+    "fashion_mnist_test": ("mnist_eval.py", {"dataset": "fmnist"},
+                           "Counterfactuals on Fashion-MNIST: the C3LT table"),
+    "cross_dataset": ("cross_dataset.py", {}, "How the methods rank on the two datasets"),
 }
 DISCUSSION = PROJECT_ROOT / "book" / "discussion"
 MARKER = "<!-- discussion -->"

@@ -98,6 +98,16 @@ def pair_title(dataset: str, pair) -> str:
     return f"{q} ({names[q]}) → {t} ({names[t]})"
 
 
+def pairs_table(dataset: str, pairs) -> pd.DataFrame:
+    """The class pairs with class names beside the class numbers."""
+    names = CLASS_NAMES[dataset]
+    rows = []
+    for p in pairs:
+        q, t = parse_pair(p)
+        rows.append({"pair": p, "query": f"{q} ({names[q]})", "target": f"{t} ({names[t]})"})
+    return pd.DataFrame(rows).set_index("pair")
+
+
 def _img(ax, img, cmap="gray", vmin=-1, vmax=1):
     ax.imshow(np.asarray(img).squeeze(), cmap=cmap, vmin=vmin, vmax=vmax)
     ax.set_xticks([])
@@ -184,3 +194,27 @@ def shape_checks(results: pd.DataFrame, checks) -> pd.DataFrame:
         rows.append({"expectation": f"{metric}: {a} {op} {b}", "left": va,
                      "right": vb, "holds": bool(holds)})
     return pd.DataFrame(rows)
+
+
+def rank_methods(frames: dict, metrics, table: str = "c3lt") -> dict:
+    """Per dataset, each method's rank (1 = best) on the pair-mean of each metric."""
+    dirs = directions(table)
+    dirs.setdefault("seconds_per_cf", "lower")
+    out = {}
+    for name, df in frames.items():
+        mean = df[(df["pair"] == "mean") & (df["method"] != "Classifier")]
+        wide = mean.pivot_table(index="method", columns="metric", values="value", sort=False)
+        wide = wide[[m for m in metrics if m in wide.columns]]
+        out[name] = pd.DataFrame({m: wide[m].rank(ascending=dirs.get(m, "lower") == "lower",
+                                                  method="min") for m in wide.columns})
+    return out
+
+
+def rank_summary(ranks: dict) -> pd.DataFrame:
+    """Mean rank over every metric except time, per dataset, and its change."""
+    cols = {name: r.drop(columns=["seconds_per_cf"], errors="ignore").mean(1)
+            for name, r in ranks.items()}
+    out = pd.DataFrame(cols)
+    if out.shape[1] == 2:
+        out["change"] = out.iloc[:, 1] - out.iloc[:, 0]
+    return out.sort_values(out.columns[0])
