@@ -1,0 +1,137 @@
+import pytest
+import torch
+
+from cflib.explainers.cve import CVE
+
+
+@pytest.fixture(scope="module")
+def split(bars):
+    x, y = bars
+    xq = x[y == 0][:12]
+    return xq, x[y == 1], y[y == 1]
+
+
+@pytest.fixture(scope="module")
+def result(tiny_classifier, split):
+    xq, xp, yp = split
+    ex = CVE(tiny_classifier, n_distractors=3).fit(xp, yp)
+    return ex, ex.explain(xq, target=1, seed=0)
+
+
+def _changed_cells(x_cf, xq):
+    """(N, 16) mask of the 7x7 patches where the counterfactual differs from the query."""
+    diff = (x_cf != xq).reshape(len(xq), 1, 4, 7, 4, 7).permute(0, 2, 4, 1, 3, 5)
+    return diff.reshape(len(xq), 16, -1).any(2)
+
+
+def test_cve_feature_search_reaches_target(result):
+    ex, cf = result
+    assert ex.last_feature_success.float().mean() >= 0.9
+    assert cf.meta["feature_validity"] >= 0.9
+    assert ex.last_n_edits.shape == (len(cf),)
+    assert (ex.last_n_edits >= 1).all() and (ex.last_n_edits <= 16).all()
+    assert cf.meta["mean_edits"] == pytest.approx(ex.last_n_edits.float().mean().item())
+
+
+def test_cve_image_shape_range_and_patches(result, split):
+    ex, cf = result
+    xq, xp, _ = split
+    assert cf.x_cf.shape == xq.shape
+    assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
+    changed = _changed_cells(cf.x_cf, xq)
+    # only inside pasted patches: at most one patch per edit
+    assert (changed.sum(1) <= ex.last_n_edits).all()
+    # each changed patch is a 7x7 patch of the chosen distractor image
+    d = xp[ex.last_distractor]
+    dp = d.reshape(len(d), 1, 4, 7, 4, 7).permute(0, 2, 4, 1, 3, 5).reshape(len(d), 16, 49)
+    cp = cf.x_cf.reshape(len(d), 1, 4, 7, 4, 7).permute(0, 2, 4, 1, 3, 5).reshape(len(d), 16, 49)
+    for n in range(len(d)):
+        for i in changed[n].nonzero().flatten():
+            assert (dp[n] == cp[n, i]).all(1).any()
+
+
+def test_cve_reproducible(tiny_classifier, split):
+    xq, xp, yp = split
+    ex = CVE(tiny_classifier, n_distractors=2, distractor_selection="random").fit(xp, yp)
+    a = ex.explain(xq[:4], 1, seed=5)
+    ea = ex.last_n_edits.clone()
+    b = ex.explain(xq[:4], 1, seed=5)
+    assert torch.equal(a.x_cf, b.x_cf) and torch.equal(ea, ex.last_n_edits)
+
+
+def test_cve_more_distractors_never_need_more_edits(tiny_classifier, split):
+    xq, xp, yp = split
+    for sel in ("nearest", "random"):  # both nest: the K=1 candidate is among the K=4 ones
+        e1 = CVE(tiny_classifier, n_distractors=1, distractor_selection=sel).fit(xp, yp)
+        e1.explain(xq[:4], 1)
+        e4 = CVE(tiny_classifier, n_distractors=4, distractor_selection=sel).fit(xp, yp)
+        e4.explain(xq[:4], 1)
+        ok = e1.last_feature_success
+        assert (e4.last_n_edits[ok] <= e1.last_n_edits[ok]).all()
+
+
+def test_cve_generic_head_matches_fast_path(tiny_classifier, split):
+    # the low-rank first-layer shortcut gives the same edits as full head forwards
+    xq, xp, yp = split
+    fast = CVE(tiny_classifier, n_distractors=2).fit(xp, yp)
+    a = fast.explain(xq[:4], 1)
+    slow = CVE(tiny_classifier, n_distractors=2).fit(xp, yp)
+    slow._linear_head = lambda: None
+    b = slow.explain(xq[:4], 1)
+    assert torch.equal(fast.last_n_edits, slow.last_n_edits)
+    assert torch.equal(a.x_cf, b.x_cf)
+
+
+def test_cve_max_edits_caps_search(tiny_classifier, split):
+    xq, xp, yp = split
+    ex = CVE(tiny_classifier, n_distractors=1, max_edits=1).fit(xp, yp)
+    cf = ex.explain(xq[:4], 1)
+    assert (ex.last_n_edits <= 1).all()
+    assert (_changed_cells(cf.x_cf, xq[:4]).sum(1) <= 1).all()
+
+
+def test_cve_needs_fit_and_distractors(tiny_classifier, split):
+    xq, xp, yp = split
+    with pytest.raises(RuntimeError, match="fit"):
+        CVE(tiny_classifier).explain(xq[:2], 1)
+    ex = CVE(tiny_classifier).fit(xp, yp)
+    with pytest.raises(ValueError, match="no distractor of class 0"):
+        ex.explain(xp[:2], 0)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(n_distractors=0), "n_distractors"),
+    (dict(distractor_selection="best"), "distractor_selection"),
+])
+def test_cve_bad_config(tiny_classifier, kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        CVE(tiny_classifier, **kw)
+
+
+def test_cve_bad_pool(tiny_classifier, split):
+    xq, xp, yp = split
+    with pytest.raises(ValueError, match="labels"):
+        CVE(tiny_classifier).fit(xp, yp[:3])
+    with pytest.raises(ValueError, match=r"\[-1, 1\]"):
+        CVE(tiny_classifier).fit(xp * 255, yp)
+    with pytest.raises(TypeError, match="features"):
+        CVE(torch.nn.Linear(3, 2))
+
+
+def test_cve_from_profile_uses_target_class_train_images(tiny_classifier, bars, monkeypatch):
+    import cflib.data
+    from cflib.explainers import cve
+
+    x, y = bars
+    splits = []
+
+    def fake_load_split(dataset, split="test"):
+        splits.append((dataset, split))
+        return x, y
+
+    monkeypatch.setattr(cflib.data, "load_split", fake_load_split)
+    ex = cve.from_profile(tiny_classifier, "mnist", "0->1", "smoke")
+    assert splits == [("mnist", "train")]
+    from cflib.profiles import get_profile
+    assert ex.config.n_distractors == get_profile("smoke").cve_n_distractors
+    assert (ex.pool_y == 1).all() and len(ex.pool_y) > 100
