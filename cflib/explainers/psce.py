@@ -1,0 +1,176 @@
+"""PSCE: probabilistically safe counterfactual explanations (Duell & Fan 2026).
+
+Duell & Fan, *Provably Robust Bayesian Counterfactual Explanations under Model
+Changes* (arXiv 2601.16659).  A counterfactual x' for target t must be
+
+- delta-safe: the posterior-mean probability of the target is at least delta,
+  E_w[p(t | x', w)] >= delta;
+- epsilon-robust: the predictive variance of the target is at most epsilon,
+  Var_w[p(t | x', w)] <= epsilon;
+
+and among those it should change the query little and stay on the data manifold:
+
+    min_x'  ||x' - x||_1 + gamma * ||x' - AE(x')||_2^2
+    s.t.    log delta - log p_bar_t(x') <= 0,    (Var_t(x') - epsilon) / epsilon <= 0,
+
+with AE the all-class autoencoder (``cflib.zoo.autoencoder(dataset, None, ...)``).  The
+paper's full text was not in reach; the constraints are theirs, the solver is ours:
+an augmented Lagrangian for inequality constraints (Rockafellar's form; Nocedal &
+Wright, *Numerical Optimization*, 2nd ed., Eq. 17.65),
+
+    L = f(x') + sum_j [max(0, mu_j + rho c_j(x'))^2 - mu_j^2] / (2 rho),
+
+minimised over x' by ``inner_steps`` Adam steps (x' kept in [-1, 1]), then
+mu_j <- max(0, mu_j + rho c_j), rho <- rho * ``rho_factor``, for ``outer_iters`` rounds.
+The safety constraint is written on log p (same feasible set, a gradient that does not
+vanish on a confidently classified query) and the variance constraint is scaled by
+1 / epsilon.  The augmented Lagrangian reaches the boundary of the feasible set from
+outside (its iterates sit just short of delta), so the solver aims at constraints
+tightened by ``margin`` (delta + margin (1 - delta), (1 - margin) epsilon: 0.925 and
+0.0075 by default) while feasibility is judged on delta and epsilon themselves.
+Every iterate is checked; the feasible one with the smallest objective
+is returned (the last iterate when none is feasible; the ``success`` mask then shows
+whether it still reaches the target).  An image that is feasible at the end of an
+outer round and whose best objective improved by less than ``tol`` (relative) stops.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
+from cflib.explainers.bayesian import RowAdam, l1, opt_steps, posterior_probs
+from cflib.profiles import get_profile
+
+
+@dataclass(frozen=True)
+class PSCEConfig(ExplainerConfig):
+    delta: float = 0.9           # delta-safety: mean probability of the target >= delta
+    epsilon: float = 0.01        # epsilon-robustness: predictive variance of the target <= epsilon
+    gamma: float = 1.0           # weight of the autoencoder (manifold) term
+    rho: float = 100.0           # initial penalty parameter of the augmented Lagrangian
+    rho_factor: float = 2.0      # rho grows by this factor after each outer round
+    outer_iters: int = 5         # multiplier updates
+    inner_steps: int = 60        # Adam steps per outer round
+    lr: float = 0.02             # Adam step size on the [-1, 1] pixel scale
+    tol: float = 1e-2            # relative improvement below which a feasible image stops
+    margin: float = 0.25         # the solver aims at delta + margin (1 - delta) and (1 - margin) epsilon
+    n_samples: int | None = None  # posterior samples; None: the model's default
+
+    def __post_init__(self):
+        if not 0.0 < self.delta < 1.0:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        if self.epsilon <= 0:
+            raise ValueError(f"epsilon must be > 0, got {self.epsilon}")
+        if self.gamma < 0 or self.rho <= 0 or self.rho_factor < 1:
+            raise ValueError("need gamma >= 0, rho > 0 and rho_factor >= 1")
+        if self.outer_iters < 1 or self.inner_steps < 1:
+            raise ValueError("outer_iters and inner_steps must be >= 1")
+        if not 0.0 <= self.margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1), got {self.margin}")
+
+
+class PSCE(Explainer):
+    """delta-safe, epsilon-robust counterfactuals by augmented Lagrangian (module docstring).
+
+    ``autoencoder`` is the all-class autoencoder of the manifold term (``None`` drops
+    the term, i.e. gamma = 0).
+    """
+
+    name = "PSCE"
+    Config = PSCEConfig
+
+    def __init__(self, classifier: nn.Module, autoencoder: nn.Module | None = None,
+                 config: PSCEConfig | None = None, **kwargs):
+        super().__init__(classifier, config, **kwargs)
+        self.autoencoder = autoencoder
+        if autoencoder is not None:
+            autoencoder.eval()
+            for p in autoencoder.parameters():
+                p.requires_grad_(False)
+
+    def _terms(self, z, x0, t):
+        """objective f (N,), constraints c1, c2 (N,), and feasibility (N,) bool."""
+        cfg = self.config
+        p = posterior_probs(self.classifier, z, cfg.n_samples)        # (S, N, K)
+        p_t = p.gather(2, t.view(1, -1, 1).expand(p.shape[0], -1, 1)).squeeze(2)   # (S, N)
+        mean, var = p_t.mean(0), p_t.var(0, unbiased=False)
+        delta_in = cfg.delta + cfg.margin * (1 - cfg.delta)
+        eps_in = cfg.epsilon * (1 - cfg.margin)
+        c1 = math.log(delta_in) - mean.clamp_min(1e-30).log()
+        c2 = (var - eps_in) / eps_in
+        f = l1(z, x0)
+        if self.autoencoder is not None and cfg.gamma > 0:
+            f = f + cfg.gamma * (z - self.autoencoder(z)).pow(2).flatten(1).sum(1)
+        feasible = (mean >= cfg.delta) & (var <= cfg.epsilon) & (
+            p.mean(0).argmax(1) == t)
+        return f, c1, c2, feasible
+
+    def _generate(self, x, target, query, generator):
+        cfg = self.config
+        out = torch.empty_like(x)
+        for i in range(0, len(x), cfg.batch_size):
+            out[i:i + cfg.batch_size] = self._search(x[i:i + cfg.batch_size],
+                                                     target[i:i + cfg.batch_size])
+        return out
+
+    def _search(self, x, t):
+        cfg = self.config
+        n = len(x)
+        z = x.clone()
+        best = x.clone()
+        best_f = torch.full((n,), float("inf"), device=x.device)
+        mu1 = torch.zeros(n, device=x.device)
+        mu2 = torch.zeros(n, device=x.device)
+        rho = torch.full((n,), float(cfg.rho), device=x.device)
+        opt = RowAdam(z, cfg.lr)
+        active = torch.arange(n, device=x.device)
+        for _ in range(cfg.outer_iters):
+            before = best_f.clone()
+            for _ in range(cfg.inner_steps + 1):
+                za = z[active].requires_grad_(True)
+                f, c1, c2, feas = self._terms(za, x[active], t[active])
+                with torch.no_grad():   # keep the best feasible iterate seen so far
+                    better = feas & (f < best_f[active])
+                    rows = active[better]
+                    best[rows] = za.detach()[better]
+                    best_f[rows] = f.detach()[better]
+                if _ == cfg.inner_steps:   # the extra pass only evaluates the last step
+                    break
+                r, m1, m2 = rho[active], mu1[active], mu2[active]
+                al = f + ((m1 + r * c1).clamp_min(0) ** 2 - m1 ** 2) / (2 * r) \
+                       + ((m2 + r * c2).clamp_min(0) ** 2 - m2 ** 2) / (2 * r)
+                (grad,) = torch.autograd.grad(al.sum(), za)
+                opt.step(z, grad, active)
+                z[active] = z[active].clamp(X_MIN, X_MAX)
+            with torch.no_grad():
+                c1, c2 = c1.detach(), c2.detach()
+                mu1[active] = (mu1[active] + rho[active] * c1).clamp_min(0)
+                mu2[active] = (mu2[active] + rho[active] * c2).clamp_min(0)
+                rho[active] *= cfg.rho_factor
+                fa, ba = best_f[active], before[active]
+                settled = torch.isfinite(fa) & torch.isfinite(ba) & (ba - fa <= cfg.tol * ba.abs())
+            active = active[~settled]
+            if len(active) == 0:
+                break
+        never = ~torch.isfinite(best_f)
+        best[never] = z[never].detach()
+        return best
+
+    @classmethod
+    def from_profile(cls, model, dataset: str = "mnist", profile="standard", seed: int = 0):
+        """Sizes: ``inner_steps`` from :func:`cflib.explainers.bayesian.opt_steps`; the
+        all-class autoencoder from :func:`cflib.zoo.autoencoder` (cached)."""
+        from cflib import zoo
+        from cflib.explainers.base import model_device
+
+        prof = get_profile(profile)
+        ae, _ = zoo.autoencoder(dataset, None, prof, seed, device=model_device(model))
+        return cls(model, ae, cls.Config(inner_steps=opt_steps(prof)))
+
+
+def from_profile(model, dataset: str = "mnist", profile="standard", seed: int = 0) -> PSCE:
+    return PSCE.from_profile(model, dataset, profile, seed)

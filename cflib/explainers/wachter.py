@@ -1,0 +1,119 @@
+"""Wachter et al. (2017) counterfactuals and BayesCF, their posterior-averaged twin.
+
+Wachter, Mittelstadt & Russell, *Counterfactual explanations without opening the
+black box*, Harv. J. Law Tech. 2018 (arXiv 1711.00399), Eq. (2)-(3):
+
+    argmin_x'  max_lambda  lambda * loss(f(x'), y') + d(x, x'),
+
+"solved by iteratively solving for x' and increasing lambda until a sufficiently close
+solution is found".  Here d is the L1 distance summed over pixels and loss is the
+cross-entropy towards the target class (``loss="ce"``, CARLA's classification port;
+``loss="mse"`` is the paper's squared error (f_t(x') - 1)^2 on the target's
+probability, whose gradient vanishes on confidently classified images).  For each
+lambda, ``steps`` Adam steps on x' (kept in [-1, 1]); images whose counterfactual is
+then valid stop; the others continue from where they are with lambda multiplied by
+``lam_factor``, for at most ``lam_steps`` values of lambda.
+
+- :class:`Wachter` optimises and checks validity on one deterministic forward pass of
+  the model (MC dropout: dropout off; BNN: posterior-mean weights): the classic
+  method, blind to the posterior.
+- :class:`BayesCF` uses the same objective and search on the posterior-averaged
+  prediction p(y | x') = mean over S samples of softmax, as in Duell & Fan (2026).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
+from cflib.explainers.bayesian import (RowAdam, deterministic_logits, l1, log_mean_prob,
+                                       opt_steps)
+from cflib.profiles import get_profile
+
+
+@dataclass(frozen=True)
+class WachterConfig(ExplainerConfig):
+    lam_init: float = 1.0      # first lambda (weight of the prediction loss)
+    lam_factor: float = 10.0   # lambda <- lambda * lam_factor while the counterfactual is invalid
+    lam_steps: int = 4         # lambda values tried (1, 10, 100, 1000 by default)
+    steps: int = 100           # Adam steps per lambda value
+    lr: float = 0.02           # Adam step size on the [-1, 1] pixel scale
+    loss: str = "ce"           # "ce": -log p_t ; "mse": (p_t - 1)^2 (Wachter's Eq. 2)
+    n_samples: int | None = None  # posterior samples (BayesCF); None: the model's default
+
+    def __post_init__(self):
+        if self.loss not in ("ce", "mse"):
+            raise ValueError(f"loss must be 'ce' or 'mse', got {self.loss!r}")
+        if self.lam_init <= 0 or self.lam_factor < 1 or self.lam_steps < 1 or self.steps < 1:
+            raise ValueError("need lam_init > 0, lam_factor >= 1, lam_steps >= 1, steps >= 1")
+
+
+class Wachter(Explainer):
+    """Wachter et al. 2017 on one deterministic pass of the model (see the module docstring)."""
+
+    name = "Wachter"
+    Config = WachterConfig
+
+    def _log_probs(self, z: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(deterministic_logits(self.classifier, z), dim=-1)
+
+    def _generate(self, x, target, query, generator):
+        cfg = self.config
+        out = torch.empty_like(x)
+        for i in range(0, len(x), cfg.batch_size):
+            out[i:i + cfg.batch_size] = self._search(x[i:i + cfg.batch_size],
+                                                     target[i:i + cfg.batch_size])
+        return out
+
+    def _loss_terms(self, z, x0, t):
+        logp = self._log_probs(z)
+        logp_t = logp.gather(1, t[:, None]).squeeze(1)
+        pred_loss = -logp_t if self.config.loss == "ce" else (logp_t.exp() - 1) ** 2
+        return pred_loss, l1(z, x0), logp.argmax(1) == t
+
+    def _search(self, x, t):
+        cfg = self.config
+        z = x.clone()
+        lam = torch.full((len(x),), float(cfg.lam_init), device=x.device)
+        opt = RowAdam(z, cfg.lr)
+        active = torch.arange(len(x), device=x.device)
+        for _ in range(cfg.lam_steps):
+            opt.reset(active)
+            for _ in range(cfg.steps):
+                za = z[active].requires_grad_(True)
+                pred_loss, dist, _ = self._loss_terms(za, x[active], t[active])
+                (grad,) = torch.autograd.grad((lam[active] * pred_loss + dist).sum(), za)
+                opt.step(z, grad, active)
+                z[active] = z[active].clamp(X_MIN, X_MAX)
+            with torch.no_grad():
+                _, _, valid = self._loss_terms(z[active], x[active], t[active])
+            active = active[~valid]
+            if len(active) == 0:
+                break
+            lam[active] *= cfg.lam_factor
+        return z.detach()
+
+    @classmethod
+    def from_profile(cls, model, dataset: str = "mnist", profile="standard", seed: int = 0):
+        """Sizes: ``steps`` per lambda from :func:`cflib.explainers.bayesian.opt_steps`."""
+        return cls(model, cls.Config(steps=opt_steps(get_profile(profile))))
+
+
+class BayesCF(Wachter):
+    """Wachter's objective and lambda search on the posterior-averaged prediction."""
+
+    name = "BayesCF"
+
+    def _log_probs(self, z):
+        return log_mean_prob(self.classifier, z, self.config.n_samples)
+
+
+def from_profile(model, dataset: str = "mnist", profile="standard", seed: int = 0) -> Wachter:
+    return Wachter.from_profile(model, dataset, profile, seed)
+
+
+def bayescf_from_profile(model, dataset: str = "mnist", profile="standard",
+                         seed: int = 0) -> BayesCF:
+    return BayesCF.from_profile(model, dataset, profile, seed)
