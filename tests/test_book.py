@@ -15,8 +15,10 @@ from cflib.data import PROJECT_ROOT
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        not (data.data_root() / "MNIST" / "raw" / "t10k-images-idx3-ubyte").exists(),
-        reason=f"MNIST files are not in the data root {data.data_root()} (set CFLIB_DATA)"),
+        not all((data.data_root() / d / "raw" / "t10k-images-idx3-ubyte").exists()
+                for d in ("MNIST", "FashionMNIST")),
+        reason=f"MNIST / Fashion-MNIST files are not in the data root {data.data_root()} "
+               "(set CFLIB_DATA)"),
 ]
 
 
@@ -57,6 +59,17 @@ def test_mnist_chapter_writes_every_metric(results_dir):
     check_c3lt_results(df, "mnist", ["4->9", "3->8", "5->6"])
 
 
+def test_fashion_mnist_chapter_writes_every_metric(results_dir):
+    df = pd.read_csv(results_dir / "fashion_mnist_test.csv", keep_default_na=False)
+    check_c3lt_results(df, "fmnist", ["0->2", "7->9", "4->6"])
+
+
+def test_every_method_of_the_table_runs(results_dir):
+    df = pd.read_csv(results_dir / "mnist_eval.csv", keep_default_na=False)
+    assert set(df["method"]) == {"Classifier", "Original Data", "Adv. Attack", "CEM", "CVE",
+                                 "ExpGAN", "C3LT"}
+
+
 def test_book_builds(results_dir, tmp_path):
     jb = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(PROJECT_ROOT),
           "--path-output", str(tmp_path), "--quiet"]
@@ -65,5 +78,9 @@ def test_book_builds(results_dir, tmp_path):
     html = tmp_path / "_build" / "html"
     assert (html / "index.html").exists()
     page = (html / "book" / "chapters" / "mnist_eval.html").read_text()
-    for name in ("Adv. Attack", "Original Data", "IM1", "COUT", "Protocol notes"):
+    for name in ("Adv. Attack", "Original Data", "CEM", "CVE", "ExpGAN", "C3LT", "IM1", "COUT",
+                 "Protocol notes"):
         assert name in page
+    fpage = (html / "book" / "chapters" / "fashion_mnist_test.html").read_text()
+    assert "Fashion-MNIST" in fpage and "Ankle boot" in fpage
+    assert (html / "book" / "chapters" / "cross_dataset.html").exists()

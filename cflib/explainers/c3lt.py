@@ -1,0 +1,481 @@
+"""``C3LT``: Cycle-Consistent Counterfactuals by Latent Transformations.
+
+Khorram & Fuxin, CVPR 2022 (arXiv 2203.15064); official code
+github.com/khorrams/c3lt (``c3lt/train.py``, ``c3lt/helper.py``, ``c3lt/modules.py``,
+``args.py``), which this module follows line by line where it can.
+
+A pretrained generator ``G`` (the DCGAN of :mod:`cflib.models.dcgan`), an encoder
+``E`` (image -> latent) and a discriminator ``D`` are frozen.  Two small mapping
+networks are learned per class pair (Sec. 3 of the paper):
+
+* ``g`` maps latent codes of the query class ``c`` towards the CF class ``c'``;
+* ``h`` maps codes of ``c'`` back towards ``c``.
+
+Each is ``NLMappingConv``: 1x1 conv 100->100, ReLU, 1x1 conv 100->100 on
+``z`` of shape (N, 100, 1, 1).  One latent step (``nonlinear_map_step``, after
+GAN-steerability) is ``z_{k+1} = z_k + g(z_k)`` rescaled to the norm of the
+starting code ``z_0``; ``n_steps`` steps give ``g^n(z)``.  The counterfactual is
+``x' = G(g^n(E(x)))``: inference is a single batched forward pass.
+
+Training loss per batch of query images ``x`` (class c) and CF-class images
+``y`` (class c') (``train_c3lt`` in the official code, Eq. 7 of the paper)::
+
+    L = L_cls + alpha * L_prox + beta * L_cyc + gamma * L_adv
+
+* ``L_cls`` (Eq. 3): classification loss of ``f(G(g^n(E(x))))`` towards c' and of
+  ``f(G(h^n(E(y))))`` towards c, averaged.  ``cls_type="nll"`` is the negative
+  log-likelihood; ``cls_type="hinge"`` is ``max(0, max_{k!=t} p_k - p_t + kappa)``
+  on softmax probabilities.
+* ``L_prox`` (Eq. 4): ``(|x - x'|_1 + p1 * smooth(m) + p2 * entropy(m)) / (1 + p1 + p2)``
+  against the input ``x`` itself (not its reconstruction ``G(E(x))``, as in the
+  official code), where ``m`` is the per-image min-max normalised ``(x' - x)^2``;
+  ``smooth`` is the mean squared difference of neighbouring mask pixels, ``entropy``
+  is ``mean(min(m, 1 - m))`` (pushes the mask to be binary).
+* ``L_cyc`` (Eq. 5): cycle consistency: ``x`` against ``G(h^n(g^n(E(x))))`` with a
+  perceptual loss (L1 between the classifier's first two conv+ReLU feature maps,
+  plus pixel L1, divided by 3) and ``E(x)`` against ``h^n(g^n(E(x)))`` with L1; the
+  same for ``y`` with g and h swapped; the four terms averaged.
+* ``L_adv`` (Eq. 6): ``-log D(.)`` (BCE towards "real") on the two counterfactuals
+  and the two cycled images, averaged.
+
+Optimiser: Adam (lr 1e-3) on the parameters of g and h only; the learning rate
+is multiplied by ``decay_gamma`` (0.5) every ``decay_step`` (25) epochs (StepLR).
+G, E, D and the classifier stay frozen in evaluation mode.
+
+Where this module departs from the official code, for speed or robustness only:
+the codes ``E(x)`` of the training images are computed once (E is frozen and
+deterministic), the unused reconstruction ``G(E(x))`` is not generated during
+training, ``epochs`` epochs are run (the official loop runs ``epochs + 1``), and
+the difference mask guards against division by zero.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from cflib.explainers.base import Explainer, ExplainerConfig, check_images, model_device
+
+CLS_TYPES = ("nll", "hinge")
+
+
+@dataclass(frozen=True)
+class C3LTConfig(ExplainerConfig):
+    """The arguments of the official ``args.py`` (same names, paper defaults).
+
+    * ``alpha``: weight of the proximity loss ``L_prox``.  (The help string of the
+      official ``args.py`` calls it "coefficient for classification loss", but
+      ``train.py`` multiplies the proximity loss by it; the paper's Eq. 7 agrees.)
+    * ``beta``: weight of the cycle-consistency loss ``L_cyc``.
+    * ``gamma``: weight of the adversarial loss ``L_adv``.  The paper uses 0.001 on
+      MNIST/Fashion-MNIST; the official ``args.py`` default is 0.0.
+    * ``p1``: weight of the mask smoothness term inside ``L_prox``.
+    * ``p2``: weight of the mask entropy (binariness) term inside ``L_prox``.
+    * ``cls_type``: ``"nll"`` (official default) or ``"hinge"``.
+    * ``kappa``: the confidence margin of the hinge classification loss.
+    * ``n_steps``: latent steps of each mapping (official default 1).
+    * ``epochs``, ``lr`` (``lr_map`` in ``args.py``), ``decay_step``, ``decay_gamma``:
+      the schedule, Adam lr multiplied by ``decay_gamma`` every ``decay_step`` epochs.
+      At the reduced epoch counts of the smaller profiles (fewer than 25 epochs)
+      the decay never triggers.
+    * ``batch_size``: images per class in a training batch (128, as the paper);
+      also the inference batch.
+    * ``seed``: initialisation of g and h and the order of the training batches.
+    """
+
+    batch_size: int = 128
+    latent_dim: int = 100
+    n_steps: int = 1
+    alpha: float = 0.1
+    beta: float = 0.1
+    gamma: float = 0.001
+    p1: float = 10.0
+    p2: float = 1.0
+    cls_type: str = "nll"
+    kappa: float = 0.05
+    epochs: int = 200
+    lr: float = 1e-3
+    decay_step: int = 25
+    decay_gamma: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.cls_type not in CLS_TYPES:
+            raise ValueError(f"cls_type must be one of {CLS_TYPES}, got {self.cls_type!r}")
+        if self.n_steps < 1:
+            raise ValueError(f"n_steps must be >= 1, got {self.n_steps}")
+        if self.epochs < 0 or self.batch_size < 1 or self.decay_step < 1:
+            raise ValueError("epochs must be >= 0, batch_size and decay_step >= 1")
+        for name in ("alpha", "beta", "gamma", "p1", "p2", "kappa", "lr"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+
+
+# ----------------------------------------------------------------------------- networks
+
+class NLMappingConv(nn.Module):
+    """The official non-linear latent mapping: 1x1 conv, ReLU, 1x1 conv on (N, d, 1, 1)."""
+
+    def __init__(self, latent_dim: int = 100):
+        super().__init__()
+        self.T1 = nn.Sequential(nn.Conv2d(latent_dim, latent_dim, 1, 1, 0, bias=True), nn.ReLU())
+        self.T2 = nn.Sequential(nn.Conv2d(latent_dim, latent_dim, 1, 1, 0, bias=True))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.T2(self.T1(z))
+
+
+class C3LTMappings(nn.Module):
+    """The two learned transformations of one class pair, cached together."""
+
+    def __init__(self, latent_dim: int = 100):
+        super().__init__()
+        self.g = NLMappingConv(latent_dim)  # query class c -> CF class c'
+        self.h = NLMappingConv(latent_dim)  # CF class c' -> query class c
+
+
+def nonlinear_map_step(z: torch.Tensor, map_func: nn.Module, n_steps: int) -> list[torch.Tensor]:
+    """The latent path ``[z_0, z_1, ..., z_n]`` (official ``nonlinear_map_step``).
+
+    ``z_{k+1} = (z_k + map(z_k)) * |z_0| / |z_k + map(z_k)|``: each step adds the
+    mapping's output and projects back to the sphere of the starting code's norm,
+    which keeps the codes where the generator was trained (GAN steerability,
+    Jahanian et al. 2020).
+    """
+    shape = z.shape
+    flat = z.reshape(shape[0], -1)
+    norm = flat.norm(dim=1, keepdim=True)
+    path, prev = [z], flat
+    for _ in range(n_steps):
+        step = prev + map_func(prev.view(shape)).reshape(shape[0], -1)
+        step = step * norm / step.norm(dim=1, keepdim=True).clamp_min(1e-12)
+        path.append(step.view(shape))
+        prev = step
+    return path
+
+
+# ----------------------------------------------------------------------------- losses
+
+def classifier_loss(classifier: nn.Module, images: torch.Tensor, target: torch.Tensor,
+                    cls_type: str = "nll", kappa: float = 0.05) -> torch.Tensor:
+    """``L_cls`` (Eq. 3; official ``classifier_loss``) for a batch towards ``target`` (N,).
+
+    The official classifier returns log-softmax outputs and uses ``NLLLoss``; ours
+    returns logits, so the same quantity is the cross-entropy of the logits.
+    """
+    logits = classifier(images)
+    if cls_type == "nll":
+        return F.cross_entropy(logits, target)
+    if cls_type == "hinge":
+        prob = torch.softmax(logits, dim=1)
+        p_t = prob.gather(1, target[:, None]).squeeze(1)
+        others = prob.scatter(1, target[:, None], float("-inf"))
+        return torch.clamp(others.amax(1) - p_t + kappa, min=0).mean()
+    raise ValueError(f"cls_type must be one of {CLS_TYPES}, got {cls_type!r}")
+
+
+def gen_masks(inputs: torch.Tensor, targets: torch.Tensor, mode: str = "mse") -> torch.Tensor:
+    """Per-image min-max normalised difference mask (official ``gen_masks``).
+
+    ``mode="mse"`` (used by the proximity loss) squares the difference, ``"abs"``
+    takes its absolute value.  A small epsilon keeps identical images finite (the
+    official code divides by zero there).
+    """
+    d = (targets - inputs).reshape(len(inputs), -1)
+    if mode == "mse":
+        d = d ** 2
+    elif mode == "abs":
+        d = d.abs()
+    else:
+        raise ValueError(f"mode must be 'mse' or 'abs', got {mode!r}")
+    d = d - d.min(1, keepdim=True).values
+    d = d / d.max(1, keepdim=True).values.clamp_min(1e-12)
+    return d.view(inputs.shape)
+
+
+def smoothness_loss(masks: torch.Tensor, power: float = 2.0) -> torch.Tensor:
+    """Mean |difference|^2 of vertically and horizontally adjacent mask pixels (first channel)."""
+    m = masks[:, 0]
+    a = (m[:, :-1, :] - m[:, 1:, :]).abs().pow(power).flatten(1).mean(1)
+    b = (m[:, :, :-1] - m[:, :, 1:]).abs().pow(power).flatten(1).mean(1)
+    return (a + b).mean() / 2
+
+
+def entropy_loss(masks: torch.Tensor) -> torch.Tensor:
+    """``mean(min(m, 1 - m))``: zero for a binary mask (first channel)."""
+    m = masks[:, 0]
+    return torch.minimum(m, 1.0 - m).mean()
+
+
+def proximity_loss(real: torch.Tensor, fake: torch.Tensor, p1: float = 0.0,
+                   p2: float = 0.0) -> torch.Tensor:
+    """``L_prox`` (Eq. 4): pixel L1 plus smoothness and entropy of the difference mask."""
+    masks = gen_masks(real, fake, mode="mse")
+    prx = (real - fake).abs().mean()
+    return (prx + p1 * smoothness_loss(masks) + p2 * entropy_loss(masks)) / (1 + p1 + p2)
+
+
+def classifier_features(classifier: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """The feature maps of the perceptual loss: conv+ReLU outputs of 'layer1' and 'layer2'.
+
+    The official ``MNISTFeatureExtractor`` takes, for the classifier's two conv
+    blocks, the output of conv+ReLU before the max-pool.  For
+    :class:`cflib.models.C3LTClassifier` (``conv`` = conv, ReLU, pool, conv, ReLU,
+    pool) these are ``conv[:2](x)`` and ``conv[2:5]`` of it.  Another classifier
+    falls back to its ``features(x)`` map when it has one, else to pixels only.
+    """
+    conv = getattr(classifier, "conv", None)
+    if isinstance(conv, nn.Sequential) and len(conv) >= 5:
+        f1 = conv[:2](x)
+        return [f1, conv[2:5](f1)]
+    if hasattr(classifier, "features"):
+        return [classifier.features(x)]
+    return []
+
+
+def perceptual_loss(imgs_1: torch.Tensor, imgs_2: torch.Tensor, classifier: nn.Module,
+                    input_dis_penalty: float = 1.0) -> torch.Tensor:
+    """Official ``perceptual_loss``: L1 of classifier features plus pixel L1, averaged."""
+    feats = list(zip(classifier_features(classifier, imgs_1),
+                     classifier_features(classifier, imgs_2)))
+    out = sum((F.l1_loss(a, b) for a, b in feats), imgs_1.new_zeros(()))
+    out = out + input_dis_penalty * F.l1_loss(imgs_1, imgs_2)
+    return out / (1 + len(feats))
+
+
+# ----------------------------------------------------------------------------- explainer
+
+def _freeze(m: nn.Module) -> nn.Module:
+    m.eval()
+    for p in m.parameters():
+        p.requires_grad_(False)
+    return m
+
+
+class C3LT(Explainer):
+    """C3LT counterfactuals: ``x' = G(g^n(E(x)))`` with g learned per class pair.
+
+    Build with the classifier to explain, a :class:`C3LTConfig` (or its fields as
+    keywords) and the frozen ``generator``, ``encoder`` and ``discriminator``; call
+    :meth:`fit` with training images of the query and the CF class; then
+    :meth:`explain` maps query images towards the CF class (g) and CF-class images
+    back towards the query class (h), in one batched pass.
+    """
+
+    name = "C3LT"
+    Config = C3LTConfig
+    learned = True
+
+    def __init__(self, classifier: nn.Module, config: C3LTConfig | None = None, *,
+                 generator: nn.Module, encoder: nn.Module,
+                 discriminator: nn.Module | None = None, **kwargs):
+        super().__init__(classifier, config, **kwargs)
+        if generator is None or encoder is None:
+            raise TypeError("C3LT needs a pretrained generator and encoder "
+                            "(see cflib.zoo.dcgan and cflib.zoo.c3lt_encoder)")
+        dev = self.device
+        self.generator = _freeze(generator.to(dev))
+        self.encoder = _freeze(encoder.to(dev))
+        self.discriminator = _freeze(discriminator.to(dev)) if discriminator is not None else None
+        self.maps: C3LTMappings | None = None
+        self.query_class: int | None = None
+        self.target_class: int | None = None
+        self.info: dict = {}
+        self.image_shape: tuple | None = None
+
+    # -- helpers ---------------------------------------------------------------------
+    @torch.no_grad()
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Latent codes ``E(x)`` (N, d, 1, 1), in batches of ``batch_size``."""
+        bs = self.config.batch_size
+        return torch.cat([self.encoder(x[i:i + bs].to(self.device))
+                          for i in range(0, len(x), bs)])
+
+    def _majority_class(self, x: torch.Tensor) -> int:
+        from cflib.explainers.base import predict
+        return int(predict(self.classifier, x).argmax(1).mode().values)
+
+    def _check_latent(self, x: torch.Tensor) -> None:
+        with torch.no_grad():
+            z = self.encoder(x[:2].to(self.device))
+            img = self.generator(z)
+        d = self.config.latent_dim
+        if z.shape[1:] != (d, 1, 1):
+            raise ValueError(f"the encoder returns codes of shape {tuple(z.shape[1:])}, "
+                             f"C3LT expects ({d}, 1, 1) (config latent_dim={d})")
+        if img.shape[1:] != x.shape[1:]:
+            raise ValueError(f"the generator makes images of shape {tuple(img.shape[1:])} "
+                             f"but the data has shape {tuple(x.shape[1:])}")
+
+    # -- training ----------------------------------------------------------------------
+    def fit(self, x_query: torch.Tensor, x_target: torch.Tensor, cache: dict | None = None,
+            *, query_class: int | None = None, target_class: int | None = None,
+            progress: bool | None = None) -> "C3LT":
+        """Learn g and h on training images of the two classes (``train_c3lt``).
+
+        ``x_query`` are images of the query class c, ``x_target`` of the CF class c'
+        (the TRAIN split).  The class indices default to the classifier's majority
+        decision on each set.  An epoch pairs the two shuffled sets batch by batch
+        and stops at the shorter one, as the official zip of two data loaders.
+        ``cache`` (dataset, pair, profile, seed) makes a second call load the
+        weights instead of training.
+        """
+        check_images(x_query, "x_query")
+        check_images(x_target, "x_target")
+        if x_query.shape[1:] != x_target.shape[1:]:
+            raise ValueError(f"x_query {tuple(x_query.shape[1:])} and x_target "
+                             f"{tuple(x_target.shape[1:])} images differ in shape")
+        self._check_latent(x_query)
+        q = self._majority_class(x_query) if query_class is None else int(query_class)
+        t = self._majority_class(x_target) if target_class is None else int(target_class)
+        if q == t:
+            raise ValueError(f"the query and CF classes are both {q}; pass query_class= "
+                             "and target_class= or images of two different classes")
+        for c in (q, t):
+            if not 0 <= c <= 9:
+                raise ValueError(f"class {c} is not one of the 10 classes 0..9")
+        self.query_class, self.target_class = q, t
+        self.image_shape = tuple(x_query.shape[1:])
+
+        cfg = self.config
+        torch.manual_seed(cfg.seed)  # the same initial g and h on every device
+        net = C3LTMappings(cfg.latent_dim).to(self.device)
+        if cache is not None:
+            cache = {**cache, "query_class": q, "target_class": t,
+                     "n_query": len(x_query), "n_target": len(x_target)}
+
+        def train(m: C3LTMappings) -> dict:
+            return self._train(m, x_query, x_target, q, t, progress)
+
+        self.info = self._cached_fit(net, cache, train)
+        self.maps = _freeze(net)
+        return self
+
+    def _train(self, maps: C3LTMappings, x_q: torch.Tensor, x_t: torch.Tensor,
+               q: int, t: int, progress: bool | None) -> dict:
+        cfg, dev = self.config, self.device
+        G, D, f = self.generator, self.discriminator, self.classifier
+        use_adv = cfg.gamma > 0
+        if use_adv and D is None:
+            raise ValueError("gamma > 0 needs a discriminator: pass discriminator= "
+                             "or set gamma=0")
+        # E is frozen and deterministic (eval mode): encode once, not every epoch
+        z_q_all, z_t_all = self.encode(x_q), self.encode(x_t)
+        gen = torch.Generator().manual_seed(cfg.seed)
+        opt = torch.optim.Adam(chain(maps.g.parameters(), maps.h.parameters()), lr=cfg.lr)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.decay_step,
+                                                gamma=cfg.decay_gamma)
+        y_q = torch.full((cfg.batch_size,), q, dtype=torch.long, device=dev)
+        y_t = torch.full((cfg.batch_size,), t, dtype=torch.long, device=dev)
+        n = min(len(x_q), len(x_t))
+        maps.train()
+        hist: list[dict] = []
+        disable = None if progress is None else not progress
+        for _ in tqdm(range(cfg.epochs), desc=f"C3LT {q}->{t}", disable=disable):
+            perm_q, perm_t = torch.randperm(len(x_q), generator=gen), torch.randperm(len(x_t), generator=gen)
+            sums, seen = torch.zeros(6), 0
+            for i in range(0, n, cfg.batch_size):
+                iq, it = perm_q[i:min(i + cfg.batch_size, n)], perm_t[i:min(i + cfg.batch_size, n)]
+                x1, x2 = x_q[iq].to(dev), x_t[it].to(dev)
+                z1, z2 = z_q_all[iq.to(z_q_all.device)], z_t_all[it.to(z_t_all.device)]
+                b = len(x1)
+                z1_cf = nonlinear_map_step(z1, maps.g, cfg.n_steps)[-1]
+                z2_cf = nonlinear_map_step(z2, maps.h, cfg.n_steps)[-1]
+                x1_cf, x2_cf = G(z1_cf), G(z2_cf)
+                cls = (classifier_loss(f, x1_cf, y_t[:b], cfg.cls_type, cfg.kappa)
+                       + classifier_loss(f, x2_cf, y_q[:b], cfg.cls_type, cfg.kappa)) / 2
+                zero = cls.new_zeros(())
+                prox = ((proximity_loss(x1, x1_cf, cfg.p1, cfg.p2)
+                         + proximity_loss(x2, x2_cf, cfg.p1, cfg.p2)) / 2) if cfg.alpha else zero
+                cyc = adv = zero
+                if cfg.beta or use_adv:
+                    z1_cyc = nonlinear_map_step(z1_cf, maps.h, cfg.n_steps)[-1]
+                    z2_cyc = nonlinear_map_step(z2_cf, maps.g, cfg.n_steps)[-1]
+                    x1_cyc, x2_cyc = G(z1_cyc), G(z2_cyc)
+                if cfg.beta:
+                    cyc = (perceptual_loss(x1, x1_cyc, f) + perceptual_loss(x2, x2_cyc, f)
+                           + F.l1_loss(z1, z1_cyc) + F.l1_loss(z2, z2_cyc)) / 4
+                if use_adv:
+                    imgs = torch.cat([x1_cf, x2_cf, x1_cyc, x2_cyc])
+                    # BCE towards "real"; the mean over the concatenation equals the
+                    # official average of four per-set means (equal sizes, D in eval mode)
+                    d_out = D(imgs)
+                    adv = F.binary_cross_entropy(d_out, torch.ones_like(d_out))
+                loss = cls + cfg.alpha * prox + cfg.beta * cyc + cfg.gamma * adv
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                with torch.no_grad():
+                    valid = (f(x1_cf).argmax(1) == t).float().mean()
+                sums += torch.tensor([loss.item(), cls.item(), prox.item(), cyc.item(),
+                                      adv.item(), valid.item()]) * b
+                seen += b
+            sched.step()
+            if seen:
+                s = (sums / seen).tolist()
+                hist.append(dict(zip(["loss", "cls", "prox", "cyc", "adv", "train_validity"], s)))
+        maps.eval()
+        info = {"query_class": q, "target_class": t, "n_pairs_per_epoch": n,
+                "epochs": cfg.epochs, "final_lr": opt.param_groups[0]["lr"]}
+        if hist:
+            info.update({f"last_{k}": v for k, v in hist[-1].items()})
+        return info
+
+    # -- inference ---------------------------------------------------------------------
+    def _generate(self, x, target, query, generator):
+        if self.maps is None:
+            raise RuntimeError("C3LT is a learned method: call fit() before explain()")
+        q, t = self.query_class, self.target_class
+        bad = ~((target == t) | (target == q))
+        if bad.any():
+            raise ValueError(
+                f"this C3LT was fitted for the pair {q}->{t}: it maps towards {t} (g) and "
+                f"back towards {q} (h); got targets {target[bad].unique().tolist()}. "
+                "Fit one C3LT per class pair.")
+        if tuple(x.shape[1:]) != self.image_shape:
+            raise ValueError(f"images of shape {tuple(x.shape[1:])} do not match the "
+                             f"generator's {self.image_shape}")
+        bs, n = self.config.batch_size, self.config.n_steps
+        out = torch.empty_like(x)
+        with torch.no_grad():
+            for i in range(0, len(x), bs):
+                xb, tb = x[i:i + bs], target[i:i + bs]
+                z = self.encoder(xb)
+                z_g = nonlinear_map_step(z, self.maps.g, n)[-1]
+                z_h = nonlinear_map_step(z, self.maps.h, n)[-1]
+                z_cf = torch.where((tb == t).view(-1, 1, 1, 1), z_g, z_h)
+                out[i:i + bs] = self.generator(z_cf)
+        return out
+
+
+def from_profile(classifier: nn.Module, dataset: str, pair, profile="standard",
+                 seed: int = 0) -> C3LT:
+    """A fitted C3LT for ``pair`` (query, target) at the sizes of ``profile``.
+
+    G and D come from :func:`cflib.zoo.dcgan` (``dcgan_epochs`` epochs on
+    ``dcgan_subset`` training images), E from :func:`cflib.zoo.c3lt_encoder`
+    (``encoder_epochs`` epochs), both once per dataset; g and h train for
+    ``c3lt_epochs`` epochs on ``c3lt_subset`` TRAIN images per class, through the
+    weight cache.
+    """
+    from cflib import zoo
+    from cflib.data import canonical_dataset, check_pair, class_subset, load_split, parse_pair
+    from cflib.profiles import get_profile
+
+    dataset, prof = canonical_dataset(dataset), get_profile(profile)
+    q, t = check_pair(dataset, *parse_pair(pair))
+    dev = model_device(classifier)
+    (G, D), _ = zoo.dcgan(dataset, prof, seed, device=dev)
+    E, _ = zoo.c3lt_encoder(dataset, prof, seed, device=dev)
+    x, y = load_split(dataset, "train")
+    xq, _ = class_subset(x, y, q, n=prof.c3lt_subset, seed=seed)
+    xt, _ = class_subset(x, y, t, n=prof.c3lt_subset, seed=seed + 1)
+    config = C3LTConfig(epochs=prof.c3lt_epochs, seed=seed)
+    return C3LT(classifier, config, generator=G, encoder=E, discriminator=D).fit(
+        xq, xt, cache={"dataset": dataset, "pair": f"{q}->{t}", "profile": prof.name,
+                       "seed": seed},
+        query_class=q, target_class=t)

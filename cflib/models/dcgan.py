@@ -1,0 +1,239 @@
+"""The DCGAN and the image-to-latent encoder that C3LT steers (Khorram & Fuxin, CVPR 2022).
+
+Architectures follow the official C3LT code (github.com/khorrams/c3lt):
+
+* :class:`Generator` -- ``models/gans/dcgan.py``: the PyTorch-examples DCGAN
+  generator (latent 100, ``ngf=64``), transposed convolutions 1 -> 4 -> 8 -> 16 -> 32,
+  then a 1x1 transposed convolution with padding 2 that crops 32x32 to 28x28, tanh.
+* :class:`Discriminator` -- same file: strided 4x4 convolutions 28 -> 14 -> 7 -> 3 -> 1
+  (``ndf=64``), LeakyReLU 0.2, sigmoid; returns one probability per image.
+* :class:`EncoderDCGAN` -- ``models/encoders/encoder_dcgan.py``: the discriminator's
+  trunk whose last convolution outputs ``latent_dim`` channels, followed by a
+  BatchNorm, giving ``z`` of shape (N, 100, 1, 1).
+
+:func:`train_dcgan` is the PyTorch-examples DCGAN loop the official code points to
+(Adam lr 2e-4, betas (0.5, 0.999), batch 64, BCE, the non-saturating generator
+loss, N(0, 0.02) initialisation).  The official repository ships pretrained
+encoder weights but not the script that trained them; :func:`train_encoder`
+therefore states its own choice (see its docstring).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+LATENT_DIM = 100
+
+
+def weights_init(m: nn.Module) -> None:
+    """DCGAN initialisation (Radford et al. 2016): conv N(0, 0.02), BatchNorm N(1, 0.02)."""
+    name = type(m).__name__
+    if "Conv" in name:
+        nn.init.normal_(m.weight, 0.0, 0.02)
+    elif "BatchNorm" in name:
+        nn.init.normal_(m.weight, 1.0, 0.02)
+        nn.init.zeros_(m.bias)
+
+
+class Generator(nn.Module):
+    """DCGAN generator for 28x28 images: z (N, latent_dim, 1, 1) -> x (N, nc, 28, 28) in [-1, 1]."""
+
+    def __init__(self, latent_dim: int = LATENT_DIM, ngf: int = 64, nc: int = 1):
+        super().__init__()
+        self.latent_dim = latent_dim
+        self.main = nn.Sequential(
+            nn.ConvTranspose2d(latent_dim, ngf * 8, 4, 1, 0, bias=False),   # 4x4
+            nn.BatchNorm2d(ngf * 8), nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),      # 8x8
+            nn.BatchNorm2d(ngf * 4), nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),      # 16x16
+            nn.BatchNorm2d(ngf * 2), nn.ReLU(True),
+            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),          # 32x32
+            nn.BatchNorm2d(ngf), nn.ReLU(True),
+            # a 1x1 transposed conv with padding 2 crops 32x32 to MNIST's 28x28
+            nn.ConvTranspose2d(ngf, nc, kernel_size=1, stride=1, padding=2, bias=False),
+            nn.Tanh(),
+        )
+        self.apply(weights_init)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        if z.dim() == 2:  # accept flat codes (N, latent_dim) too
+            z = z[:, :, None, None]
+        return self.main(z)
+
+
+class Discriminator(nn.Module):
+    """DCGAN discriminator for 28x28 images: x -> probability of being real, shape (N,)."""
+
+    def __init__(self, ndf: int = 64, nc: int = 1):
+        super().__init__()
+        self.main = nn.Sequential(
+            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),                        # 14x14
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),                   # 7x7
+            nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),               # 3x3
+            nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 4, 1, 4, 2, 1, bias=False),                     # 1x1
+            nn.Sigmoid(),
+        )
+        self.apply(weights_init)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.main(x).view(-1)
+
+
+class EncoderDCGAN(nn.Module):
+    """Image -> latent code z of shape (N, latent_dim, 1, 1), the official C3LT encoder."""
+
+    def __init__(self, latent_dim: int = LATENT_DIM, ndf: int = 64, nc: int = 1):
+        super().__init__()
+        self.latent_dim = latent_dim
+        self.main = nn.Sequential(
+            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),                        # 14x14
+            nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),                   # 7x7
+            nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),               # 3x3
+            nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
+            nn.Conv2d(ndf * 4, latent_dim, 4, 2, 1, bias=False),            # 1x1
+            nn.BatchNorm2d(latent_dim),
+        )
+        self.apply(weights_init)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.main(x)
+
+
+class DCGAN(nn.Module):
+    """Generator and discriminator in one module, so that they are cached together."""
+
+    def __init__(self, latent_dim: int = LATENT_DIM, ngf: int = 64, ndf: int = 64, nc: int = 1):
+        super().__init__()
+        self.latent_dim = latent_dim
+        self.generator = Generator(latent_dim, ngf, nc)
+        self.discriminator = Discriminator(ndf, nc)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.generator(z)
+
+
+def _device(module: nn.Module) -> torch.device:
+    return next(module.parameters()).device
+
+
+def _noise(n: int, latent_dim: int, gen: torch.Generator, device) -> torch.Tensor:
+    # drawn on the CPU from a seeded generator: the same codes on every device
+    return torch.randn(n, latent_dim, 1, 1, generator=gen).to(device)
+
+
+def _order(n: int, gen: torch.Generator) -> torch.Tensor:
+    return torch.randperm(n, generator=gen)
+
+
+def train_dcgan(gan: DCGAN, x: torch.Tensor, epochs: int, lr: float = 2e-4,
+                beta1: float = 0.5, batch_size: int = 64, seed: int = 0,
+                desc: str = "DCGAN") -> dict:
+    """The PyTorch-examples DCGAN loop used by the official C3LT code.
+
+    Per batch: the discriminator maximises ``log D(x) + log(1 - D(G(z)))``; the
+    generator then maximises ``log D(G(z))`` (the non-saturating loss) on the same
+    fake batch.  ``x`` are real images in [-1, 1].  Returns the last epoch's mean
+    losses and ``D(x)``/``D(G(z))``.
+    """
+    if epochs < 0:
+        raise ValueError(f"epochs must be >= 0, got {epochs}")
+    G, D = gan.generator, gan.discriminator
+    dev = _device(gan)
+    gen = torch.Generator().manual_seed(seed)
+    opt_d = torch.optim.Adam(D.parameters(), lr=lr, betas=(beta1, 0.999))
+    opt_g = torch.optim.Adam(G.parameters(), lr=lr, betas=(beta1, 0.999))
+    gan.train()
+    stats: dict = {}
+    for _ in tqdm(range(epochs), desc=desc, disable=None):
+        sums = torch.zeros(4)
+        n_seen = 0
+        for idx in _order(len(x), gen).split(batch_size):
+            real = x[idx].to(dev)
+            b = len(real)
+            ones, zeros = torch.ones(b, device=dev), torch.zeros(b, device=dev)
+            # (1) discriminator step on real and (detached) fake images
+            fake = G(_noise(b, gan.latent_dim, gen, dev))
+            d_real = D(real)
+            d_fake = D(fake.detach())
+            loss_d = F.binary_cross_entropy(d_real, ones) + F.binary_cross_entropy(d_fake, zeros)
+            opt_d.zero_grad(set_to_none=True)
+            loss_d.backward()
+            opt_d.step()
+            # (2) generator step: fake labels are "real" for the generator's loss
+            d_fake2 = D(fake)
+            loss_g = F.binary_cross_entropy(d_fake2, ones)
+            opt_g.zero_grad(set_to_none=True)
+            loss_g.backward()
+            opt_g.step()
+            sums += torch.tensor([loss_d.item(), loss_g.item(),
+                                  d_real.mean().item(), d_fake.mean().item()]) * b
+            n_seen += b
+        if n_seen:
+            s = (sums / n_seen).tolist()
+            stats = {"loss_d": s[0], "loss_g": s[1], "d_x": s[2], "d_g_z": s[3]}
+    gan.eval()
+    return stats
+
+
+def train_encoder(encoder: EncoderDCGAN, generator: Generator, x: torch.Tensor, epochs: int,
+                  lr: float = 1e-3, batch_size: int = 128, latent_weight: float = 1.0,
+                  seed: int = 0, desc: str = "encoder") -> dict:
+    """Train ``encoder`` to invert the frozen ``generator`` (our choice; see below).
+
+    The official C3LT code loads a pretrained ``EncoderDCGAN`` but does not publish
+    how it was trained.  We use the two standard GAN-inversion terms:
+
+    * image reconstruction on real images, ``|G(E(x)) - x|_1``: what C3LT needs,
+      since the counterfactual is ``G(g(E(x)))`` and should stay close to ``x``;
+    * latent reconstruction on generated images, ``|E(G(z)) - z|_2^2`` with
+      ``z ~ N(0, I)`` (weight ``latent_weight``): keeps the codes of real images
+      in the region of the latent space the generator was trained on, where C3LT's
+      norm-preserving steps operate.
+
+    The generator stays in evaluation mode and is not updated.  Adam, lr ``lr``.
+    Returns the last epoch's mean losses.
+    """
+    if epochs < 0:
+        raise ValueError(f"epochs must be >= 0, got {epochs}")
+    dev = _device(encoder)
+    gen = torch.Generator().manual_seed(seed)
+    generator.eval()
+    req = [p.requires_grad for p in generator.parameters()]
+    for p in generator.parameters():
+        p.requires_grad_(False)
+    opt = torch.optim.Adam(encoder.parameters(), lr=lr, betas=(0.5, 0.999))
+    encoder.train()
+    stats: dict = {}
+    try:
+        for _ in tqdm(range(epochs), desc=desc, disable=None):
+            sums, n_seen = torch.zeros(2), 0
+            for idx in _order(len(x), gen).split(batch_size):
+                real = x[idx].to(dev)
+                b = len(real)
+                loss_img = (generator(encoder(real)) - real).abs().mean()
+                z = _noise(b, encoder.latent_dim, gen, dev)
+                with torch.no_grad():
+                    x_fake = generator(z)
+                loss_lat = ((encoder(x_fake) - z) ** 2).mean()
+                loss = loss_img + latent_weight * loss_lat
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sums += torch.tensor([loss_img.item(), loss_lat.item()]) * b
+                n_seen += b
+            if n_seen:
+                s = (sums / n_seen).tolist()
+                stats = {"loss_img_l1": s[0], "loss_latent_mse": s[1]}
+    finally:
+        for p, r in zip(generator.parameters(), req):
+            p.requires_grad_(r)
+    encoder.eval()
+    return stats
