@@ -84,12 +84,43 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: in
     return out
 
 
+def refresh_prose(chapter: str, out_dir: Path | None = None) -> Path:
+    """Copy the source's markdown cells into an executed chapter, without re-running it.
+
+    Only for prose edits: the code cells of the source and of the executed notebook
+    must be identical, else a ValueError asks for a re-execution.
+    """
+    import jupytext
+    import nbformat
+
+    source, fixed, title = CHAPTERS[chapter]
+    src = jupytext.read(PROJECT_ROOT / "notebooks" / source)
+    _personalise(src, chapter, title)
+    out = Path(out_dir or PROJECT_ROOT / "book" / "chapters") / f"{chapter}.ipynb"
+    done = nbformat.read(out, as_version=4)
+    src_code = [c.source for c in src.cells if c.cell_type == "code"]
+    # papermill adds an "injected-parameters" cell after the parameters cell
+    done_cells = [c for c in done.cells
+                  if "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+    done_code = [c.source for c in done_cells if c.cell_type == "code"]
+    if src_code != done_code or len(src.cells) != len(done_cells):
+        raise ValueError(f"{chapter}: the code changed since it was executed; re-run it "
+                         f"(make chapter NB={chapter})")
+    for new, old in zip(src.cells, done_cells):
+        if new.cell_type == "markdown":
+            old.source = new.source
+    nbformat.write(done, out)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("chapter", choices=sorted(CHAPTERS) + ["all"])
     ap.add_argument("--profile", default="standard")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--refresh-prose", action="store_true",
+                    help="only copy edited markdown into the executed chapter (no execution)")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="extra parameter; VALUE is read as JSON when it parses")
     args = ap.parse_args(argv)
@@ -100,7 +131,10 @@ def main(argv=None):
         except json.JSONDecodeError:
             extra[k] = v
     for chapter in (CHAPTERS if args.chapter == "all" else [args.chapter]):
-        build(chapter, args.profile, args.device, args.seed, extra)
+        if args.refresh_prose:
+            print(f"{chapter}: prose refreshed in {refresh_prose(chapter)}")
+        else:
+            build(chapter, args.profile, args.device, args.seed, extra)
 
 
 if __name__ == "__main__":

@@ -186,4 +186,39 @@ report.shape_checks(results, checks)
 #   torchattacks pins a `requests` version that breaks the book's Sphinx.
 # - **AUPC**: 50 steps of 784/50 pixels (rounded), trapezoid rule on [0, 1].
 # - **Time**: wall time of the batched `explain` call, excluding training.
+# - **CEM** (pertinent negative, Dhurandhar et al. 2018): FISTA as in the reference
+#   code (shrinkage threshold β, momentum k/(k+3), learning rate decaying as
+#   (1 − k/K)^0.5), targeted hinge on the logits with κ = 0.1, per-image binary search
+#   over c, and the all-class autoencoder term with γ = 100.  The reference code works
+#   on [−0.5, 0.5]; the same problem on [−1, 1] needs β × 2 and c × 4, so β = 0.2 and
+#   c_init = 40.  Gradients are clipped at ±100 (alibi's default; the value changes
+#   proximity a lot and was chosen on 40 test images).  Pertinent negatives only add
+#   ink (pixels may only get brighter), the paper's definition.  `standard` runs
+#   100 iterations × 2 c-steps (the paper: 1000 × 10).
+# - **CVE** (Goyal et al. 2019): the greedy search over the 4 × 4 cells of the
+#   classifier's last conv map, candidates drawn at random (seeded) from training
+#   images of the target class that the classifier assigns to the target, keeping the
+#   distractor that needs the fewest edits.  The counterfactual image pastes the
+#   distractor's 7 × 7 tile of each replaced cell into the query's tile.  A cell of
+#   the 4 × 4 map really sees a 16 × 16 window at stride 4, so these tiles carry only
+#   part of what the feature edit moved: the feature-level search always reaches the
+#   target, the pasted image rarely does (see the validity column and the discussion).
+# - **ExpGAN** (Samangouei et al. 2018): one masked generator per class of the pair
+#   (small conv encoder–decoders, tanh image, sigmoid mask), composite
+#   m · G(x) + (1 − m) · x, trained with the classifier's loss, identity
+#   reconstruction, a discriminator of real vs. generated images per class, and the
+#   mask priors (consistency, size with κ = 0.05, smoothness, entropy).  The paper's
+#   loss weights are not given; ours were picked for validity on MNIST 4→9 and
+#   Fashion-MNIST 0→2.  Adam (lr 1e-3, β1 0.5), `expgan_epochs` epochs on
+#   `c3lt_subset` training images per class.
+# - **C3LT** (Khorram & Fuxin 2022): DCGAN (latent 100, ngf = ndf = 64), an encoder
+#   trained to invert it, and the mappings g, h (1 × 1 convs on z, one step, rescaled
+#   to the norm of z) with the paper's loss weights and argument names (`alpha`,
+#   `beta`, `gamma`, `p1`, `p2`, `cls_type`, `kappa`).  At `standard` the DCGAN sees
+#   10,000 training images for one epoch, the encoder one epoch, the mappings three
+#   epochs on 1,000 images per class (the paper: 200 epochs); the paper's halving of
+#   the learning rate every 25 epochs never triggers at these sizes.  The generator
+#   and encoder are therefore far from converged: the counterfactual is a *new*
+#   image G(E(x)) whose reconstruction error alone moves many pixels, which shows up
+#   as large proximity and realism gaps (see the discussion).
 # ```
