@@ -23,10 +23,23 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def results_dir(tmp_path_factory):
+def book_dir(tmp_path_factory):
+    """A copy of the book's sources, so the tests never overwrite the user's chapters."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("book")
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(PROJECT_ROOT / name, root / name)
+    shutil.copytree(PROJECT_ROOT / "book", root / "book",
+                    ignore=shutil.ignore_patterns("chapters"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def results_dir(tmp_path_factory, book_dir):
     out = tmp_path_factory.mktemp("results")
     for chapter in CHAPTERS:
-        build(chapter, profile="smoke", results_dir=out)
+        build(chapter, profile="smoke", results_dir=out, out_dir=book_dir / "book" / "chapters")
     return out
 
 
@@ -70,10 +83,10 @@ def test_every_method_of_the_table_runs(results_dir):
                                  "ExpGAN", "C3LT"}
 
 
-def test_book_builds(results_dir, tmp_path):
-    jb = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(PROJECT_ROOT),
+def test_book_builds(results_dir, book_dir, tmp_path):
+    jb = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(book_dir),
           "--path-output", str(tmp_path), "--quiet"]
-    proc = subprocess.run(jb, capture_output=True, text=True, cwd=PROJECT_ROOT)
+    proc = subprocess.run(jb, capture_output=True, text=True, cwd=book_dir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     html = tmp_path / "_build" / "html"
     assert (html / "index.html").exists()
@@ -84,3 +97,22 @@ def test_book_builds(results_dir, tmp_path):
     fpage = (html / "book" / "chapters" / "fashion_mnist_test.html").read_text()
     assert "Fashion-MNIST" in fpage and "Ankle boot" in fpage
     assert (html / "book" / "chapters" / "cross_dataset.html").exists()
+
+
+def test_refresh_prose_only_when_code_is_unchanged(results_dir, book_dir, tmp_path):
+    import shutil
+
+    import nbformat
+
+    from cflib.build_chapter import refresh_prose
+
+    executed = book_dir / "book" / "chapters" / "mnist_eval.ipynb"
+    shutil.copy(executed, tmp_path / "mnist_eval.ipynb")
+    assert refresh_prose("mnist_eval", out_dir=tmp_path).exists()
+    nb = nbformat.read(tmp_path / "mnist_eval.ipynb", as_version=4)
+    code = next(c for c in nb.cells if c.cell_type == "code"
+                and "injected-parameters" not in c.metadata.get("tags", []))
+    code.source += "\nprint('changed')"
+    nbformat.write(nb, tmp_path / "mnist_eval.ipynb")
+    with pytest.raises(ValueError, match="re-run"):
+        refresh_prose("mnist_eval", out_dir=tmp_path)
