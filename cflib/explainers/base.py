@@ -172,8 +172,19 @@ class Explainer:
 
     def _generate(self, x: torch.Tensor, target: torch.Tensor, query: torch.Tensor,
                   generator: torch.Generator | None) -> torch.Tensor:
-        """Counterfactuals for the batch; ``generator`` is a seeded CPU generator."""
-        raise NotImplementedError
+        """Counterfactuals for the batch; ``generator`` is a seeded CPU generator.
+
+        The default runs ``self._search(x_chunk, target_chunk)`` over chunks of
+        ``config.batch_size`` images (each chunk optimised as one batch), for
+        methods whose search needs no randomness or query labels.
+        """
+        if not hasattr(self, "_search"):
+            raise NotImplementedError(f"{type(self).__name__} implements neither _generate nor _search")
+        bs = self.config.batch_size
+        out = torch.empty_like(x)
+        for i in range(0, len(x), bs):
+            out[i:i + bs] = self._search(x[i:i + bs], target[i:i + bs])
+        return out
 
     def explain(self, x: torch.Tensor, target, seed: int | None = 0) -> Counterfactuals:
         """Counterfactuals for a batch ``x`` (N, C, H, W) in [-1, 1] towards ``target``."""

@@ -52,14 +52,6 @@ class ROAR(Explainer):
     name = "ROAR"
     Config = ROARConfig
 
-    def _generate(self, x, target, query, generator):
-        cfg = self.config
-        out = torch.empty_like(x)
-        for i in range(0, len(x), cfg.batch_size):
-            out[i:i + cfg.batch_size] = self._search(x[i:i + cfg.batch_size],
-                                                     target[i:i + cfg.batch_size])
-        return out
-
     def _search(self, x, t):
         cfg = self.config
         z = x.clone()

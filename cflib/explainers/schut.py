@@ -54,14 +54,6 @@ class Schut(Explainer):
     name = "Schut"
     Config = SchutConfig
 
-    def _generate(self, x, target, query, generator):
-        cfg = self.config
-        out = torch.empty_like(x)
-        for i in range(0, len(x), cfg.batch_size):
-            out[i:i + cfg.batch_size] = self._search(x[i:i + cfg.batch_size],
-                                                     target[i:i + cfg.batch_size])
-        return out
-
     def _search(self, x, t):
         cfg = self.config
         step = cfg.step if cfg.step is not None else (X_MAX - X_MIN) / cfg.n_changes

@@ -59,14 +59,6 @@ class Wachter(Explainer):
     def _log_probs(self, z: torch.Tensor) -> torch.Tensor:
         return F.log_softmax(deterministic_logits(self.classifier, z), dim=-1)
 
-    def _generate(self, x, target, query, generator):
-        cfg = self.config
-        out = torch.empty_like(x)
-        for i in range(0, len(x), cfg.batch_size):
-            out[i:i + cfg.batch_size] = self._search(x[i:i + cfg.batch_size],
-                                                     target[i:i + cfg.batch_size])
-        return out
-
     def _loss_terms(self, z, x0, t):
         logp = self._log_probs(z)
         logp_t = logp.gather(1, t[:, None]).squeeze(1)
