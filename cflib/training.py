@@ -43,6 +43,22 @@ def cache_key(config: dict) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def fingerprint(module: nn.Module) -> str:
+    """A short sha256 of a network's weights and buffers (order and shape included).
+
+    Learned explainers put the fingerprint of the networks they depend on (the
+    classifier being explained, a frozen generator) into their cache key, so a
+    retrained classifier or GAN never meets mappings trained against the old one.
+    """
+    h = hashlib.sha256()
+    for name, t in module.state_dict().items():
+        t = t.detach().cpu().contiguous()
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
 def cache_path(kind: str, config: dict) -> Path:
     return cache_root() / f"{kind}-{cache_key(config)}.pt"
 

@@ -33,9 +33,10 @@ def test_cve_feature_search_reaches_target(result):
     assert cf.meta["mean_edits"] == pytest.approx(ex.last_n_edits.float().mean().item())
 
 
-def test_cve_image_shape_range_and_patches(result, split):
-    ex, cf = result
-    xq, xp, _ = split
+def test_cve_grid_paste_copies_distractor_tiles(tiny_classifier, split):
+    xq, xp, yp = split
+    ex = CVE(tiny_classifier, n_distractors=3, paste="grid").fit(xp, yp)
+    cf = ex.explain(xq, target=1, seed=0)
     assert cf.x_cf.shape == xq.shape
     assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
     changed = _changed_cells(cf.x_cf, xq)
@@ -82,9 +83,52 @@ def test_cve_generic_head_matches_fast_path(tiny_classifier, split):
     assert torch.equal(a.x_cf, b.x_cf)
 
 
+def test_cve_receptive_fields_of_the_c3lt_cnn(tiny_classifier, bars):
+    # conv5, pool2, conv5, pool2: cell (r, c) sees pixels 4r..4r+15 x 4c..4c+15
+    ex = CVE(tiny_classifier).fit(*bars)
+    boxes = ex.receptive_fields((1, 28, 28))
+    expected = torch.tensor([[4 * r, 4 * c, 4 * r + 16, 4 * c + 16]
+                             for r in range(4) for c in range(4)])
+    assert torch.equal(boxes, expected)
+
+
+def test_cve_receptive_field_paste(result, split):
+    ex, cf = result
+    xq, xp, _ = split
+    assert cf.x_cf.shape == xq.shape
+    assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
+    boxes = ex.receptive_fields(xq.shape[1:])
+    d = xp[ex.last_distractor]
+    changed = cf.x_cf != xq
+    assert changed.flatten(1).any(1).all()          # every query got at least one edit
+    for n in range(len(xq)):
+        # a changed pixel lies in the window of an edited cell and equals the distractor
+        # pixel at the same place relative to some distractor cell's window
+        in_some = torch.zeros(28, 28, dtype=torch.bool)
+        for t, l, b, r in boxes.tolist():
+            in_some[t:b, l:r] = True
+        assert in_some[changed[n, 0]].all()
+        vals = cf.x_cf[n, 0][changed[n, 0]]
+        assert torch.isin(vals, d[n, 0]).all()
+    # the pasted area is at most n_edits windows of 16x16 pixels
+    assert (changed.flatten(1).sum(1) <= ex.last_n_edits * 256).all()
+
+
+def test_cve_receptive_paste_single_edit_is_a_shifted_window():
+    xq = torch.zeros(1, 1, 8, 8)
+    xd = torch.arange(64.).view(1, 1, 8, 8)
+    ex = CVE.__new__(CVE)
+    ex._windows = ((1, 8, 8), torch.tensor([[0, 0, 4, 4], [4, 4, 8, 8]]))
+    ex.classifier = torch.nn.Identity()
+    out = ex._paste_receptive(xq, xd, order=torch.tensor([[1]]), assign=torch.tensor([[-1, 0]]))
+    expected = torch.zeros(1, 1, 8, 8)
+    expected[0, 0, 4:, 4:] = xd[0, 0, :4, :4]          # window of cell 0 moved onto cell 1
+    assert torch.equal(out, expected)
+
+
 def test_cve_max_edits_caps_search(tiny_classifier, split):
     xq, xp, yp = split
-    ex = CVE(tiny_classifier, n_distractors=1, max_edits=1).fit(xp, yp)
+    ex = CVE(tiny_classifier, n_distractors=1, max_edits=1, paste="grid").fit(xp, yp)
     cf = ex.explain(xq[:4], 1)
     assert (ex.last_n_edits <= 1).all()
     assert (_changed_cells(cf.x_cf, xq[:4]).sum(1) <= 1).all()
@@ -102,6 +146,7 @@ def test_cve_needs_fit_and_distractors(tiny_classifier, split):
 @pytest.mark.parametrize("kw, msg", [
     (dict(n_distractors=0), "n_distractors"),
     (dict(distractor_selection="best"), "distractor_selection"),
+    (dict(paste="pixels"), "paste"),
 ])
 def test_cve_bad_config(tiny_classifier, kw, msg):
     with pytest.raises(ValueError, match=msg):

@@ -150,20 +150,28 @@ class Explainer:
         self.fitted = True
         return self
 
+    def frozen_networks(self) -> dict[str, nn.Module]:
+        """Pretrained networks besides the classifier that a learned method depends on."""
+        return {}
+
     def _cached_fit(self, net: nn.Module, cache: dict | None,
                     train: Callable[[nn.Module], dict | None]) -> dict:
         """Train ``net`` in place with ``train(net)``, or load it from the weight cache.
 
-        ``cache`` (dataset, pair, profile, seed, ...) plus the method's name and
-        config form the cache key; ``None`` trains without caching.
+        ``cache`` (dataset, pair, profile, seed, ...) plus the method's name, its
+        config, and the fingerprints of the classifier and of every frozen network
+        in ``self.frozen_networks()`` form the cache key; ``None`` trains without
+        caching.
         """
-        from cflib.training import cached
+        from cflib.training import cached, fingerprint
 
         if cache is None:
             torch.manual_seed(int(getattr(self.config, "seed", 0) or 0))
             info = train(net) or {}
         else:
-            cfg = {**cache, "method": self.name, "config": asdict(self.config)}
+            nets = {"classifier": self.classifier, **self.frozen_networks()}
+            cfg = {**cache, "method": self.name, "config": asdict(self.config),
+                   "networks": {k: fingerprint(m) for k, m in nets.items()}}
             kind = self.name.lower().replace(" ", "_").replace(".", "")
             _, info = cached(kind, cfg, lambda: net, train, self.device)
         net.eval()

@@ -288,6 +288,12 @@ class C3LT(Explainer):
         self.image_shape: tuple | None = None
 
     # -- helpers ---------------------------------------------------------------------
+    def frozen_networks(self) -> dict[str, nn.Module]:
+        nets = {"generator": self.generator, "encoder": self.encoder}
+        if self.discriminator is not None:
+            nets["discriminator"] = self.discriminator
+        return nets
+
     @torch.no_grad()
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Latent codes ``E(x)`` (N, d, 1, 1), in batches of ``batch_size``."""

@@ -31,18 +31,22 @@ candidate with the fewest edits is kept (ties: the higher final target
 log-probability; if no candidate reaches ``c'``, the one with the highest target
 log-probability after ``max_edits``).
 
-The counterfactual *image* is the query with, for each edit ``i <- j``, the image
-region of distractor cell ``j`` pasted at the region of query cell ``i``: the image
-is cut into the same ``h x w`` grid as the feature map (7 x 7-pixel patches for
-28 x 28 images and a 4 x 4 map).  This is the paper's visualisation of an
-explanation, not an image the search optimised: its validity is whatever the
-classifier says about the pasted image (the C3LT paper reports 0.23 on MNIST), and
-nothing forces it.  The tiles are a coarse stand-in for what a cell encodes: in the
-C3LT CNN, cell ``(r, c)`` of the 4 x 4 map sees a 16 x 16 receptive field at stride
-4 (pixels ``4r .. 4r+15``), centred well inside the 7 x 7 tile grid, so a pasted
-tile rarely carries the evidence the feature-level edit moved (on MNIST, with the
-standard profile, the tiles give an image-level validity of 0.01-0.08 where
-patches centred on the receptive fields would give 0.5-0.8).  The number of edits per image of the last batch is kept in
+The counterfactual *image* is the query with, for each edit ``i <- j`` in the order
+the search made them, the image region that distractor cell ``j`` encodes pasted at
+the region of query cell ``i`` (shifted by the offset between the two cells).  The
+paper shows an explanation as highlighted regions of both images and leaves the
+region of a cell to the reader; we take the cell's *receptive field*
+(``paste="receptive_field"``, the default), found once by back-propagating each
+cell of the feature map to the input: for the C3LT CNN a 4 x 4-map cell
+``(r, c)`` sees the 16 x 16 window of pixels ``4r .. 4r+15``, ``4c .. 4c+15``, at
+stride 4.  Windows of neighbouring cells overlap, so a later edit overwrites the
+overlap of an earlier one.  ``paste="grid"`` cuts the image into the feature map's
+``h x w`` grid of equal tiles instead (7 x 7-pixel tiles for 28 x 28 images), a
+coarser stand-in that is misaligned with what the cells see (cell centres at
+pixels 7.5, 11.5, 15.5, 19.5, tile centres at 3.5, 10.5, 17.5, 24.5).  Either
+way the image is a visualisation of the feature-level explanation, not an image
+the search optimised: its validity is whatever the classifier says about it (the
+C3LT paper reports 0.23 on MNIST) and nothing forces it.  The number of edits per image of the last batch is kept in
 ``last_n_edits`` (feature-level success in ``last_feature_success``, the chosen
 pool image in ``last_distractor``).
 """
@@ -56,6 +60,7 @@ from torch import nn
 from cflib.explainers.base import Counterfactuals, Explainer, ExplainerConfig, check_images
 
 _SELECTIONS = ("nearest", "random")
+_PASTES = ("receptive_field", "grid")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,7 @@ class CVEConfig(ExplainerConfig):
     max_edits: int = 16               # cap on greedy steps (16 = every cell of the 4x4 map)
     distractor_selection: str = "random"   # "random" (seeded draw) or "nearest" (feature space)
     search_chunk: int = 128           # (query, distractor) pairs whose hw*hw candidates share one head forward
+    paste: str = "receptive_field"    # image region of a cell: its receptive field, or "grid" tiles
 
 
 class CVE(Explainer):
@@ -89,6 +95,9 @@ class CVE(Explainer):
         if cfg.distractor_selection not in _SELECTIONS:
             raise ValueError(f"distractor_selection must be one of {_SELECTIONS}, "
                              f"got {cfg.distractor_selection!r}")
+        if cfg.paste not in _PASTES:
+            raise ValueError(f"paste must be one of {_PASTES}, got {cfg.paste!r}")
+        self._windows: torch.Tensor | None = None
         self.last_n_edits: torch.Tensor | None = None
         self.last_feature_success: torch.Tensor | None = None
         self.last_distractor: torch.Tensor | None = None
@@ -193,7 +202,8 @@ class CVE(Explainer):
     def _search(self, fq: torch.Tensor, fd: torch.Tensor, target: torch.Tensor, grid):
         """Greedy search for B (query, distractor) pairs of flat maps (B, d, hw).
 
-        Returns ``assign`` (B, hw): the distractor cell pasted into each query cell
+        Returns ``order`` (B, max_edits): the query cell edited at each step (-1: no
+        edit), ``assign`` (B, hw): the distractor cell pasted into each query cell
         (-1: kept), ``n_edits`` (B,), feature-level ``success`` (B,) and the final
         target log-probability (B,).
         """
@@ -204,10 +214,12 @@ class CVE(Explainer):
         assign = torch.full((B, L), -1, dtype=torch.long, device=dev)
         used_d = torch.zeros(B, L, dtype=torch.bool, device=dev)
         n_edits = torch.zeros(B, dtype=torch.long, device=dev)
+        steps = min(self.config.max_edits, L)
+        order = torch.full((B, steps), -1, dtype=torch.long, device=dev)
         logits = self.classifier.classify_features(f.reshape(B, *shape))
         done = logits.argmax(1) == target
         logp = torch.log_softmax(logits, 1).gather(1, target[:, None]).squeeze(1)
-        for _ in range(min(self.config.max_edits, L)):
+        for step in range(steps):
             active = (~done).nonzero().squeeze(1)
             if len(active) == 0:
                 break
@@ -221,20 +233,24 @@ class CVE(Explainer):
                 i, j = best // L, best % L
                 f[a, :, i] = fd[a, :, j]
                 assign[a, i] = j
+                order[a, step] = i
                 used_d[a, j] = True
                 n_edits[a] += 1
                 logits = self.classifier.classify_features(f[a].reshape(b, *shape))
                 done[a] = logits.argmax(1) == target[a]
                 logp[a] = torch.log_softmax(logits, 1).gather(1, target[a, None]).squeeze(1)
-        return assign, n_edits, done, logp
+        return order, assign, n_edits, done, logp
 
     # -- counterfactual images ---------------------------------------------------------------
 
     @staticmethod
-    def _paste(xq: torch.Tensor, xd: torch.Tensor, assign: torch.Tensor, grid) -> torch.Tensor:
-        """Paste the image region of distractor cell ``j`` at query cell ``i`` for every edit."""
+    def _paste_grid(xq: torch.Tensor, xd: torch.Tensor, assign: torch.Tensor, grid) -> torch.Tensor:
+        """Paste the grid tile of distractor cell ``j`` at query cell ``i`` for every edit."""
         n, c, H, W = xq.shape
         h, w = grid
+        if H % h or W % w:
+            raise ValueError(f"paste='grid' cuts the image into the {h}x{w} feature grid; the "
+                             f"image size {H}x{W} must be a multiple of it")
         ph, pw = H // h, W // w
 
         def cells(img):  # (n, c, H, W) -> (n, hw, c, ph, pw), row-major like the feature map
@@ -244,6 +260,72 @@ class CVE(Explainer):
         src = pd.gather(1, assign.clamp(min=0)[:, :, None, None, None].expand_as(pd))
         out = torch.where((assign >= 0)[:, :, None, None, None], src, pq)
         return out.reshape(n, h, w, c, ph, pw).permute(0, 3, 1, 4, 2, 5).reshape(n, c, H, W)
+
+    def receptive_fields(self, image_shape) -> torch.Tensor:
+        """``(h*w, 4)`` integer boxes ``(top, left, bottom, right)`` (exclusive ends):
+        the input pixels each cell of the feature map depends on.
+
+        Found by back-propagating every cell to a batch of random inputs (the union
+        of non-zero gradients), once per image shape; for the C3LT CNN and 28 x 28
+        images, cell ``(r, c)`` gets ``(4r, 4c, 4r + 16, 4c + 16)``.
+        """
+        if self._windows is not None and self._windows[0] == tuple(image_shape):
+            return self._windows[1]
+        clf, dev = self.classifier, self.device
+        g = torch.Generator().manual_seed(0)
+        x = (torch.rand((8,) + tuple(image_shape), generator=g) * 2 - 1).to(dev).requires_grad_(True)
+        was_training = clf.training
+        clf.eval()
+        with torch.enable_grad():
+            f = clf.features(x)
+            _, _, h, w = f.shape
+            boxes = []
+            for cell in range(h * w):
+                grad, = torch.autograd.grad(f[:, :, cell // w, cell % w].sum(), x,
+                                            retain_graph=cell < h * w - 1)
+                hit = grad.abs().sum((0, 1)) > 0                         # (H, W)
+                rows, cols = hit.any(1).nonzero().flatten(), hit.any(0).nonzero().flatten()
+                if len(rows) == 0:
+                    raise ValueError(f"cell {cell} of the feature map depends on no input "
+                                     "pixel; use paste='grid'")
+                boxes.append([rows.min().item(), cols.min().item(),
+                              rows.max().item() + 1, cols.max().item() + 1])
+        clf.train(was_training)
+        boxes = torch.tensor(boxes, dtype=torch.long)
+        self._windows = (tuple(image_shape), boxes)
+        return boxes
+
+    def _paste_receptive(self, xq: torch.Tensor, xd: torch.Tensor, order: torch.Tensor,
+                         assign: torch.Tensor) -> torch.Tensor:
+        """Paste, edit by edit, distractor window ``j`` over query window ``i``.
+
+        The source pixel of target pixel ``p`` in window ``i`` is ``p - (top_i - top_j,
+        left_i - left_j)``; target pixels whose source falls outside the image (clipped
+        windows of a padded network) keep the query's value.
+        """
+        n, c, H, W = xq.shape
+        boxes = self.receptive_fields(xq.shape[1:]).to(xq.device)
+        rr = torch.arange(H, device=xq.device)[None, :, None]
+        cc = torch.arange(W, device=xq.device)[None, None, :]
+        out = xq.clone()
+        flat_d = xd.reshape(n, c, H * W)
+        for step in range(order.shape[1]):
+            i = order[:, step]
+            edit = i >= 0
+            if not edit.any():
+                break
+            i = i.clamp(min=0)
+            j = assign.gather(1, i[:, None]).squeeze(1).clamp(min=0)
+            bi, bj = boxes[i], boxes[j]                                        # (n, 4)
+            dr, dc = (bi[:, 0] - bj[:, 0])[:, None, None], (bi[:, 1] - bj[:, 1])[:, None, None]
+            inside = ((rr >= bi[:, 0, None, None]) & (rr < bi[:, 2, None, None])
+                      & (cc >= bi[:, 1, None, None]) & (cc < bi[:, 3, None, None]))
+            sr, sc = rr - dr, cc - dc
+            ok = inside & (sr >= 0) & (sr < H) & (sc >= 0) & (sc < W) & edit[:, None, None]
+            src = (sr.clamp(0, H - 1) * W + sc.clamp(0, W - 1)).reshape(n, 1, H * W)
+            moved = flat_d.gather(2, src.expand(n, c, H * W)).view(n, c, H, W)
+            out = torch.where(ok[:, None], moved, out)
+        return out
 
     @torch.no_grad()
     def _generate(self, x, target, query, generator):
@@ -256,21 +338,20 @@ class CVE(Explainer):
             xb, tb = x[s:s + cfg.batch_size], target[s:s + cfg.batch_size]
             fq = self.classifier.features(xb)
             n, d, h, w = fq.shape
-            H, W = xb.shape[-2:]
-            if H % h or W % w:
-                raise ValueError(f"CVE pastes image patches of a {h}x{w} feature grid; the "
-                                 f"image size {H}x{W} must be a multiple of it")
             idx = self._candidates(fq, tb, generator)                     # (n, K)
             K = idx.shape[1]
             fd = self.pool_f[idx.flatten()].flatten(2)                    # (n*K, d, hw)
-            assign, edits, ok, logp = self._search(
+            order, assign, edits, ok, logp = self._search(
                 fq.flatten(2).repeat_interleave(K, 0), fd, tb.repeat_interleave(K), (h, w))
             # the distractor needing the fewest edits; ties: higher target log-probability
             key = (~ok).double() * 1e6 + edits.double() * 1e3 - logp.double().clamp(-500, 0)
             pick = key.view(n, K).argmin(1)
             rows = torch.arange(n, device=x.device) * K + pick
             best = idx[torch.arange(n, device=x.device), pick]
-            out[s:s + n] = self._paste(xb, self.pool_x[best], assign[rows], (h, w))
+            if cfg.paste == "grid":
+                out[s:s + n] = self._paste_grid(xb, self.pool_x[best], assign[rows], (h, w))
+            else:
+                out[s:s + n] = self._paste_receptive(xb, self.pool_x[best], order[rows], assign[rows])
             n_edits[s:s + n] = edits[rows].cpu()
             success[s:s + n] = ok[rows].cpu()
             chosen[s:s + n] = self.pool_index[best.cpu()]
