@@ -20,7 +20,9 @@ al.); rows come per repeat (key ``repeat``), each repeat a fresh draw of queries
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
+import pandas as pd
 import torch
 
 from cflib import zoo
@@ -123,3 +125,80 @@ def perturbation_curve(model, cfs: dict, setting: str, scales=DEFAULT_SCALES,
             rows += [{"setting": setting, "method": m, "repeat": r, "scale": s, "validity": v}
                      for s, v in curve.items()]
     return rows
+
+
+# -- the chapter: both settings, tidy results, spread over repeats ---------------------------
+@dataclass
+class BayesRun:
+    """What :func:`run_bayesian_table` returns.
+
+    ``results``: tidy rows (one per setting, method, metric and repeat; plus the
+    classifiers' ``Accuracy`` with ``method = "Classifier"``); ``counterfactuals``:
+    ``{setting: cfs}`` as returned by :func:`run_bayesian`; ``curves``: validity
+    against weight-noise scale (setting, method, repeat, scale, validity).
+    """
+
+    results: pd.DataFrame
+    counterfactuals: dict
+    curves: pd.DataFrame
+
+
+COLUMNS = ["dataset", "pair", "method", "setting", "metric", "value", "seed", "profile",
+           "repeat"]
+
+
+def run_bayesian_table(dataset: str = "mnist", settings=tuple(SETTINGS), profile="standard",
+                       seed: int = 0, device="cpu", methods=METHODS,
+                       n_perturbations: int = 20, scales=DEFAULT_SCALES) -> BayesRun:
+    """Run :func:`run_bayesian` for every setting and :func:`perturbation_curve` on its
+    counterfactuals; returns a :class:`BayesRun`."""
+    settings = list(settings)
+    bad = [s for s in settings if s not in SETTINGS]
+    if bad:
+        raise ValueError(f"unknown setting(s) {bad}; choose from {list(SETTINGS)}")
+    dataset, prof = canonical_dataset(dataset), get_profile(profile)
+    rows, cfs, curves = [], {}, []
+    for s in settings:
+        model, info = bayes_model(dataset, s, prof, seed, device)
+        rows.append({"dataset": dataset, "pair": "all", "method": "Classifier", "setting": s,
+                     "metric": "Accuracy", "value": float(info["test_accuracy"]),
+                     "seed": seed, "profile": prof.name, "repeat": -1})
+        r, c = run_bayesian(dataset, s, prof, seed, device, methods, n_perturbations)
+        rows += r
+        cfs[s] = c
+        curves += perturbation_curve(model, c, s, scales, n_perturbations, seed)
+    return BayesRun(pd.DataFrame(rows)[COLUMNS], cfs, pd.DataFrame(curves))
+
+
+def summarise(results: pd.DataFrame) -> pd.DataFrame:
+    """Mean, standard deviation (ddof 1; NaN for one repeat) and number of repeats of
+    every (setting, method, metric); the classifiers' accuracy rows are left out."""
+    df = results[results["method"] != "Classifier"]
+    out = (df.groupby(["setting", "method", "metric"], sort=False)["value"]
+           .agg(mean="mean", std="std", n="count").reset_index())
+    return out
+
+
+#: The paper's expected shape: (metric, direction) where PSCE should be the best method.
+PSCE_CHECKS = (("IM1", "lower"), ("Robustness_Ratio_1e-3", "higher"))
+
+
+def shape_checks(summary: pd.DataFrame, method: str = "PSCE", checks=PSCE_CHECKS) -> pd.DataFrame:
+    """Per setting, is ``method`` the best on each metric of ``checks`` (means over repeats,
+    ties count as holding)?  ``summary`` is :func:`summarise`'s output."""
+    rows = []
+    for setting, d in summary.groupby("setting", sort=False):
+        means = d.set_index(["method", "metric"])["mean"]
+        for metric, direction in checks:
+            if (method, metric) not in means:
+                continue
+            others = means.xs(metric, level="metric").drop(method, errors="ignore").dropna()
+            if others.empty:
+                continue
+            best = others.idxmin() if direction == "lower" else others.idxmax()
+            v, b = means[(method, metric)], others[best]
+            holds = v <= b if direction == "lower" else v >= b
+            rows.append({"setting": setting,
+                         "expectation": f"{metric}: {method} {'lowest' if direction == 'lower' else 'highest'}",
+                         method: v, "best other": f"{best} ({b:.4g})", "holds": bool(holds)})
+    return pd.DataFrame(rows)

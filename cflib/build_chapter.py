@@ -23,6 +23,8 @@ CHAPTERS = {
     "fashion_mnist_test": ("mnist_eval.py", {"dataset": "fmnist"},
                            "Counterfactuals on Fashion-MNIST: the C3LT table"),
     "cross_dataset": ("cross_dataset.py", {}, "How the methods rank on the two datasets"),
+    "mnist_bayesian": ("mnist_bayesian.py", {},
+                       "Counterfactuals under Bayesian classifiers on MNIST"),
 }
 DISCUSSION = PROJECT_ROOT / "book" / "discussion"
 MARKER = "<!-- discussion -->"

@@ -62,7 +62,7 @@ PROFILES: dict[str, Profile] = {
         name="standard", n_images=200, train_subset=None, clf_epochs=4, feat_epochs=1,
         ae_class_epochs=10, ae_all_epochs=1, ae_subset=None, adv_steps=100,
         cem_max_iterations=100, cem_c_steps=2, cve_n_distractors=5, expgan_epochs=6,
-        dcgan_epochs=1, dcgan_subset=10000, encoder_epochs=1, c3lt_epochs=3,
+        dcgan_epochs=1, dcgan_subset=None, encoder_epochs=1, c3lt_epochs=10,
         c3lt_subset=1000, aupc_steps=50, bayes_repeats=3, bayes_n_images=100,
         bayes_epochs=3, schut_max_iters=1000,
     ),

@@ -218,3 +218,90 @@ def rank_summary(ranks: dict) -> pd.DataFrame:
     if out.shape[1] == 2:
         out["change"] = out.iloc[:, 1] - out.iloc[:, 0]
     return out.sort_values(out.columns[0])
+
+
+# -- the Bayesian chapter -------------------------------------------------------------------
+BAYES_METRICS = ("IM1", "Implausibility", "Robustness_Ratio_1e-3", "Validity", "Seconds_per_CF")
+
+
+def bayes_table(results: pd.DataFrame, setting: str, dataset: str = "mnist",
+                metrics=BAYES_METRICS, methods=None) -> pd.DataFrame:
+    """One setting: per method and metric our mean and standard deviation over the
+    repeats, and the paper's value where ``reported.csv`` has one (IM1 only)."""
+    df = results[(results["setting"] == setting) & (results["method"] != "Classifier")]
+    if df.empty:
+        raise ValueError(f"no results for setting {setting!r}")
+    g = df.groupby(["method", "metric"], sort=False)["value"]
+    mean, std = g.mean().unstack(), g.std().unstack()
+    paper = load_reported("bayes", dataset)
+    paper = paper[paper["setting"] == setting].set_index(["method", "metric"])["value"]
+    methods = list(methods or mean.index)
+    cols = {}
+    for m in metrics:
+        if m not in mean.columns:
+            continue
+        cols[(m, "ours")] = mean.reindex(methods)[m]
+        cols[(m, "± sd")] = std.reindex(methods)[m]
+        cols[(m, "paper")] = pd.Series([paper.get((meth, m), np.nan) for meth in methods],
+                                       index=methods, dtype=float)
+    out = pd.DataFrame(cols, index=methods)
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    out.index.name = "method"
+    return out
+
+
+def plot_bayes_grid(cfs: dict, methods, n: int = 6, repeat: int = 0, title: str | None = None):
+    """Rows: the first ``n`` queries of a repeat (label → target); columns: each method's
+    counterfactual, red-framed when the posterior-mean decision is not the target."""
+    x, y, t, _ = cfs["queries"][repeat]
+    methods = [m for m in methods if m in cfs]
+    fig, axes = plt.subplots(n, 1 + len(methods), figsize=(1.15 * (1 + len(methods)),
+                                                            1.15 * n + 0.4), squeeze=False)
+    for r in range(n):
+        _img(axes[r, 0], x[r])
+        axes[r, 0].set_ylabel(f"{int(y[r])} → {int(t[r])}", fontsize=8)
+        for k, m in enumerate(methods):
+            cf = cfs[m][repeat]
+            ax = axes[r, 1 + k]
+            _img(ax, cf.x_cf[r])
+            if not bool(cf.success[r]):
+                for s in ax.spines.values():
+                    s.set_edgecolor("red")
+                    s.set_linewidth(2)
+            if r == 0:
+                ax.set_title(m, fontsize=8)
+    axes[0, 0].set_title("query", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_perturbation_curves(curves: pd.DataFrame, methods=None):
+    """Validity against the scale of weight noise, a panel per setting; lines are the
+    mean over repeats, bands the min-max over repeats.  Scale 0 is drawn at the left
+    edge of the log axis."""
+    settings = list(dict.fromkeys(curves["setting"]))
+    methods = list(methods or dict.fromkeys(curves["method"]))
+    fig, axes = plt.subplots(1, len(settings), figsize=(4.6 * len(settings), 3.4),
+                             squeeze=False, sharey=True)
+    positive = curves.loc[curves["scale"] > 0, "scale"]
+    zero_at = positive.min() / 3 if len(positive) else 1e-4
+    for ax, s in zip(axes[0], settings):
+        d = curves[curves["setting"] == s].copy()
+        d["x"] = d["scale"].where(d["scale"] > 0, zero_at)
+        for m in methods:
+            dm = d[d["method"] == m].groupby("x")["validity"]
+            if dm.ngroups == 0:
+                continue
+            lo, mid, hi = dm.min(), dm.mean(), dm.max()
+            line, = ax.plot(mid.index, mid.values, marker="o", ms=3, label=m)
+            ax.fill_between(lo.index, lo.values, hi.values, color=line.get_color(), alpha=0.15)
+        ax.set_xscale("log")
+        ax.set_title(s.replace("_", " "), fontsize=10)
+        ax.set_xlabel("std of Gaussian weight noise (leftmost point: none)")
+        ax.set_ylim(-0.02, 1.02)
+    axes[0, 0].set_ylabel("validity")
+    axes[0, -1].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig

@@ -83,6 +83,27 @@ def test_every_method_of_the_table_runs(results_dir):
                                  "ExpGAN", "C3LT"}
 
 
+def test_bayesian_chapter_writes_every_metric(results_dir):
+    from cflib.bayes_benchmark import COLUMNS as BAYES_COLUMNS
+    from cflib.explainers.bayesian import METHODS
+    from cflib.profiles import get_profile
+
+    df = pd.read_csv(results_dir / "mnist_bayesian.csv")
+    assert list(df.columns) == BAYES_COLUMNS
+    assert set(df["setting"]) == {"mc_dropout", "bnn"}
+    acc = df[df["method"] == "Classifier"]
+    assert len(acc) == 2 and acc["value"].between(0, 1).all()
+    cf = df[df["method"] != "Classifier"]
+    assert set(cf["method"]) == set(METHODS)
+    repeats = get_profile("smoke").bayes_repeats
+    for (s, m), g in cf.groupby(["setting", "method"]):
+        assert sorted(set(g["metric"])) == sorted(["IM1", "Implausibility",
+                                                   "Robustness_Ratio_1e-3", "Validity",
+                                                   "Seconds_per_CF"]), (s, m)
+        assert len(g) == 5 * repeats
+    assert cf[cf["metric"] == "Validity"]["value"].between(0, 1).all()
+
+
 def test_book_builds(results_dir, book_dir, tmp_path):
     jb = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(book_dir),
           "--path-output", str(tmp_path), "--quiet"]
@@ -97,6 +118,10 @@ def test_book_builds(results_dir, book_dir, tmp_path):
     fpage = (html / "book" / "chapters" / "fashion_mnist_test.html").read_text()
     assert "Fashion-MNIST" in fpage and "Ankle boot" in fpage
     assert (html / "book" / "chapters" / "cross_dataset.html").exists()
+    bpage = (html / "book" / "chapters" / "mnist_bayesian.html").read_text()
+    for name in ("PSCE", "BayesCF", "Wachter", "ROAR", "Schut", "Robustness_Ratio_1e-3",
+                 "Protocol notes"):
+        assert name in bpage
 
 
 def test_refresh_prose_only_when_code_is_unchanged(results_dir, book_dir, tmp_path):
