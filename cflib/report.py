@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from cflib.data import CLASS_NAMES, parse_pair
+from cflib.data import CLASS_NAMES, DATASET_TITLES, parse_pair
 
 #: reported metric name -> (our metric name, factor the paper's table applies)
 REPORTED_SCALE = {"IM2x10": ("IM2", 10.0), "KIDx1e3": ("KID", 1e3),
@@ -305,3 +305,74 @@ def plot_perturbation_curves(curves: pd.DataFrame, methods=None):
     axes[0, -1].legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     return fig
+
+
+# -- the README's headline tables --------------------------------------------------------------
+def markdown_ours_paper(table: pd.DataFrame, digits: int = 3) -> str:
+    """A ``comparison_table`` as a markdown table of ``ours / paper`` cells."""
+    def fmt(v):
+        return "–" if pd.isna(v) else f"{v:.{digits}g}"
+
+    metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
+    lines = ["| method | " + " | ".join(metrics) + " |",
+             "|---|" + "---|" * len(metrics)]
+    for method, row in table.iterrows():
+        cells = [f"{fmt(row[(m, 'ours')])} / {fmt(row[(m, 'paper')])}" for m in metrics]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown_bayes(table: pd.DataFrame, digits: int = 3) -> str:
+    """A ``bayes_table`` as markdown: ``mean ± sd`` cells, the paper's value after a slash."""
+    def fmt(v):
+        return "–" if pd.isna(v) else f"{v:.{digits}g}"
+
+    metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
+    lines = ["| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    for method, row in table.iterrows():
+        cells = []
+        for m in metrics:
+            c = f"{fmt(row[(m, 'ours')])} ± {fmt(row[(m, '± sd')])}"
+            if not pd.isna(row[(m, "paper")]):
+                c += f" / {fmt(row[(m, 'paper')])}"
+            cells.append(c)
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def headline(results_dir="results") -> str:
+    """Markdown headline tables of every committed results file (README)."""
+    from pathlib import Path
+
+    from cflib.benchmark import C3LT_METRICS
+
+    out = []
+    for name, dataset in (("mnist_eval", "mnist"), ("fashion_mnist_test", "fmnist")):
+        f = Path(results_dir) / f"{name}.csv"
+        if not f.exists():
+            continue
+        df = pd.read_csv(f, keep_default_na=False)
+        df["value"] = pd.to_numeric(df["value"], errors="coerce")
+        acc = df.loc[df["method"] == "Classifier", "value"].item()
+        methods = list(dict.fromkeys(df.loc[df["method"] != "Classifier", "method"]))
+        t = comparison_table(df, "c3lt", dataset, metrics=C3LT_METRICS, methods=methods)
+        out.append(f"**{DATASET_TITLES[dataset]}**, profile `{df['profile'].iloc[0]}`, seed "
+                   f"{df['seed'].iloc[0]} (classifier test accuracy {acc:.4f}); mean over the "
+                   f"three pairs, ours / paper:\n\n" + markdown_ours_paper(t))
+    f = Path(results_dir) / "mnist_bayesian.csv"
+    if f.exists():
+        df = pd.read_csv(f)
+        for s in dict.fromkeys(df.loc[df["method"] != "Classifier", "setting"]):
+            acc = df.loc[(df["method"] == "Classifier") & (df["setting"] == s), "value"].item()
+            n = df.loc[(df["setting"] == s) & (df["repeat"] >= 0), "repeat"].nunique()
+            out.append(f"**MNIST, Bayesian classifiers: {s}**, profile `{df['profile'].iloc[0]}` "
+                       f"(posterior-mean test accuracy {acc:.4f}); mean ± sd over {n} repeats, "
+                       f"paper's IM1 after the slash:\n\n"
+                       + markdown_bayes(bayes_table(df, s)))
+    return "\n\n".join(out)
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(headline(sys.argv[1] if len(sys.argv) > 1 else "results"))

@@ -198,11 +198,15 @@ report.shape_checks(results, checks)
 # - **CVE** (Goyal et al. 2019): the greedy search over the 4 × 4 cells of the
 #   classifier's last conv map, candidates drawn at random (seeded) from training
 #   images of the target class that the classifier assigns to the target, keeping the
-#   distractor that needs the fewest edits.  The counterfactual image pastes the
-#   distractor's 7 × 7 tile of each replaced cell into the query's tile.  A cell of
-#   the 4 × 4 map really sees a 16 × 16 window at stride 4, so these tiles carry only
-#   part of what the feature edit moved: the feature-level search always reaches the
-#   target, the pasted image rarely does (see the validity column and the discussion).
+#   distractor that needs the fewest edits.  The counterfactual image pastes, edit by
+#   edit, the distractor's *receptive-field window* of each replaced cell over the
+#   query's window of the cell it replaces (16 × 16 pixels at stride 4 for this CNN,
+#   found by back-propagating each cell to the input; later edits overwrite the
+#   overlap).  The paper shows regions but does not define them; a cell's receptive
+#   field is what it encodes.  The image is a rendering of the feature-level edit,
+#   not an image the search optimised, so its validity is measured, not forced
+#   (`paste="grid"`, 7 × 7 tiles of a 4 × 4 grid, is kept as an option; on MNIST at
+#   `standard` it gave image validity 0.005–0.075).
 # - **ExpGAN** (Samangouei et al. 2018): one masked generator per class of the pair
 #   (small conv encoder–decoders, tanh image, sigmoid mask), composite
 #   m · G(x) + (1 − m) · x, trained with the classifier's loss, identity
@@ -214,11 +218,13 @@ report.shape_checks(results, checks)
 # - **C3LT** (Khorram & Fuxin 2022): DCGAN (latent 100, ngf = ndf = 64), an encoder
 #   trained to invert it, and the mappings g, h (1 × 1 convs on z, one step, rescaled
 #   to the norm of z) with the paper's loss weights and argument names (`alpha`,
-#   `beta`, `gamma`, `p1`, `p2`, `cls_type`, `kappa`).  At `standard` the DCGAN sees
-#   10,000 training images for one epoch, the encoder one epoch, the mappings three
-#   epochs on 1,000 images per class (the paper: 200 epochs); the paper's halving of
-#   the learning rate every 25 epochs never triggers at these sizes.  The generator
-#   and encoder are therefore far from converged: the counterfactual is a *new*
-#   image G(E(x)) whose reconstruction error alone moves many pixels, which shows up
-#   as large proximity and realism gaps (see the discussion).
+#   `beta`, `gamma`, `p1`, `p2`, `cls_type`, `kappa`).  At `standard` the DCGAN is
+#   trained for one epoch on all 60,000 training images (938 steps; the paper's code
+#   trains it to convergence), the encoder one epoch, the mappings ten epochs on 1,000
+#   images per class (80 steps; the paper: 200 epochs on every image of the class);
+#   the paper's halving of the learning rate every 25 epochs never triggers at these
+#   sizes.  The encoder is not published: ours minimises |G(E(x)) − x|₁ on real
+#   images plus |E(G(z)) − z|² on generated ones.  Because the counterfactual is a
+#   *new* image G(g(E(x))), the encoder's reconstruction error is part of every
+#   counterfactual's proximity (see the discussion).
 # ```

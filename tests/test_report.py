@@ -52,3 +52,55 @@ def test_shape_checks_evaluate_orderings():
 def test_unknown_method_is_named():
     with pytest.raises(ValueError, match="unknown method.*Foo"):
         check_methods(["Foo"])
+
+
+def bayes_rows():
+    from cflib.bayes_benchmark import COLUMNS as BC
+
+    vals = {("PSCE", "IM1"): [0.9, 1.1], ("Wachter", "IM1"): [1.4, 1.6],
+            ("PSCE", "Robustness_Ratio_1e-3"): [1.0, 1.0],
+            ("Wachter", "Robustness_Ratio_1e-3"): [0.8, 0.9]}
+    rows_ = [{"dataset": "mnist", "pair": "schut_map", "method": m, "setting": "mc_dropout",
+              "metric": k, "value": v, "seed": 0, "profile": "smoke", "repeat": r}
+             for (m, k), vs in vals.items() for r, v in enumerate(vs)]
+    rows_.append({"dataset": "mnist", "pair": "all", "method": "Classifier",
+                  "setting": "mc_dropout", "metric": "Accuracy", "value": 0.99, "seed": 0,
+                  "profile": "smoke", "repeat": -1})
+    return pd.DataFrame(rows_)[BC]
+
+
+def test_bayes_table_mean_sd_and_paper_im1():
+    t = report.bayes_table(bayes_rows(), "mc_dropout")
+    assert t.loc["PSCE", ("IM1", "ours")] == pytest.approx(1.0)
+    assert t.loc["PSCE", ("IM1", "± sd")] == pytest.approx(0.1414, abs=1e-3)
+    paper = report.load_reported("bayes", "mnist")
+    want = paper[(paper["method"] == "PSCE") & (paper["setting"] == "mc_dropout")
+                 & (paper["metric"] == "IM1")]["value"].item()
+    assert t.loc["PSCE", ("IM1", "paper")] == want
+    assert pd.isna(t.loc["PSCE", ("Robustness_Ratio_1e-3", "paper")])
+    with pytest.raises(ValueError, match="no results for setting 'bnn'"):
+        report.bayes_table(bayes_rows(), "bnn")
+    md = report.markdown_bayes(t)
+    assert "| PSCE | 1 ± 0.141 / " in md
+
+
+def test_bayes_summary_and_psce_checks():
+    from cflib.bayes_benchmark import shape_checks, summarise
+
+    s = summarise(bayes_rows())
+    assert "Classifier" not in set(s["method"])
+    row = s[(s["method"] == "Wachter") & (s["metric"] == "IM1")]
+    assert row["mean"].item() == pytest.approx(1.5) and row["n"].item() == 2
+    checks = shape_checks(s).set_index("expectation")["holds"]
+    assert checks["IM1: PSCE lowest"] and checks["Robustness_Ratio_1e-3: PSCE highest"]
+    worse = bayes_rows()
+    worse.loc[(worse["method"] == "PSCE") & (worse["metric"] == "IM1"), "value"] = 2.0
+    assert not shape_checks(summarise(worse)).set_index("expectation")["holds"]["IM1: PSCE lowest"]
+
+
+def test_markdown_ours_paper():
+    df = with_pair_means(rows({("4->9", "CEM", "IM1"): 1.5}))
+    md = report.markdown_ours_paper(report.comparison_table(df, "c3lt", "mnist", metrics=["IM1"]))
+    paper = report.load_reported("c3lt", "mnist")
+    cem = paper[(paper["method"] == "CEM") & (paper["metric"] == "IM1")]["value"].item()
+    assert md.splitlines()[2] == f"| CEM | 1.5 / {cem:.3g} |"

@@ -68,3 +68,49 @@ def test_wrong_architecture_is_retrained(tmp_cache):
     cached("toy", CFG, make, tr)
     cached("toy", CFG, lambda: nn.Linear(4, 2), tr)
     assert tr.calls == 2
+
+
+def test_fingerprint_follows_the_weights():
+    import torch
+
+    from cflib.training import fingerprint
+
+    torch.manual_seed(0)
+    a = torch.nn.Linear(3, 2)
+    b = torch.nn.Linear(3, 2)
+    b.load_state_dict(a.state_dict())
+    assert fingerprint(a) == fingerprint(b) and len(fingerprint(a)) == 16
+    with torch.no_grad():
+        b.weight[0, 0] += 1e-6
+    assert fingerprint(a) != fingerprint(b)
+
+
+def test_learned_explainer_cache_key_holds_the_classifier(tmp_cache, tiny_classifier, bars):
+    # a retrained classifier must not meet ExpGAN/C3LT weights trained against another one
+    import copy
+
+    import torch
+
+    from cflib.explainers.base import Explainer
+
+    class Toy(Explainer):
+        name = "Toy"
+        learned = True
+
+        def fit(self, cache):
+            net = torch.nn.Linear(1, 1)
+            self.calls = 0
+
+            def train(m):
+                self.calls += 1
+                return {}
+            self._cached_fit(net, cache, train)
+            return self
+
+    key = {"dataset": "bars", "pair": "0->1", "profile": "smoke", "seed": 0}
+    assert Toy(tiny_classifier).fit(key).calls == 1
+    assert Toy(tiny_classifier).fit(key).calls == 0          # loaded
+    other = copy.deepcopy(tiny_classifier)
+    with torch.no_grad():
+        other.head[-1].bias[0] += 0.1
+    assert Toy(other).fit(key).calls == 1                    # a new key
