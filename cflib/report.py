@@ -308,10 +308,14 @@ def plot_perturbation_curves(curves: pd.DataFrame, methods=None):
 
 
 # -- the README's headline tables --------------------------------------------------------------
+def _fmt(v, digits: int = 3) -> str:
+    return "–" if pd.isna(v) else f"{v:.{digits}g}"
+
+
 def markdown_ours_paper(table: pd.DataFrame, digits: int = 3) -> str:
     """A ``comparison_table`` as a markdown table of ``ours / paper`` cells."""
     def fmt(v):
-        return "–" if pd.isna(v) else f"{v:.{digits}g}"
+        return _fmt(v, digits)
 
     metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
     lines = ["| method | " + " | ".join(metrics) + " |",
@@ -325,7 +329,7 @@ def markdown_ours_paper(table: pd.DataFrame, digits: int = 3) -> str:
 def markdown_bayes(table: pd.DataFrame, digits: int = 3) -> str:
     """A ``bayes_table`` as markdown: ``mean ± sd`` cells, the paper's value after a slash."""
     def fmt(v):
-        return "–" if pd.isna(v) else f"{v:.{digits}g}"
+        return _fmt(v, digits)
 
     metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
     lines = ["| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
