@@ -333,3 +333,10 @@ def test_im1_by_pair_matches_im1():
     for i in range(5):
         ref = im1(x[i:i + 1], aes[int(t[i])], aes[int(q[i])])
         assert got[i].item() == pytest.approx(ref.item(), rel=1e-5)
+
+
+def test_bayesian_table_names_an_unknown_setting():
+    from cflib.bayes_benchmark import run_bayesian_table
+
+    with pytest.raises(ValueError, match="unknown setting.*'ensemble'"):
+        run_bayesian_table("mnist", ["mc_dropout", "ensemble"], "smoke")
