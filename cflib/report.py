@@ -376,7 +376,32 @@ def headline(results_dir="results") -> str:
     return "\n\n".join(out)
 
 
-if __name__ == "__main__":
-    import sys
+HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
 
-    print(headline(sys.argv[1] if len(sys.argv) > 1 else "results"))
+
+def update_readme(readme="README.md", results_dir="results") -> str:
+    """Rewrite the text between the headline markers of ``readme`` with :func:`headline`."""
+    from pathlib import Path
+
+    path = Path(readme)
+    text = path.read_text()
+    if HEADLINE_START not in text or HEADLINE_END not in text:
+        raise ValueError(f"{readme} has no {HEADLINE_START} ... {HEADLINE_END} block")
+    head, rest = text.split(HEADLINE_START, 1)
+    _, tail = rest.split(HEADLINE_END, 1)
+    new = f"{head}{HEADLINE_START}\n{headline(results_dir)}\n{HEADLINE_END}{tail}"
+    path.write_text(new)
+    return new
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Headline tables of the committed results.")
+    ap.add_argument("results_dir", nargs="?", default="results")
+    ap.add_argument("--readme", help="rewrite the headline block of this README instead of printing")
+    args = ap.parse_args()
+    if args.readme:
+        update_readme(args.readme, args.results_dir)
+    else:
+        print(headline(args.results_dir))

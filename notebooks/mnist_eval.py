@@ -105,8 +105,8 @@ report.style(report.pair_table(results, benchmark.C3LT_METRICS))
 # ## Counterfactuals
 #
 # The first query images of each pair (the same images for every method), each
-# method's counterfactual and its difference from the query (red: darker, blue:
-# brighter).  A red frame marks a counterfactual the classifier does not assign to
+# method's counterfactual and its difference from the query (red: brighter, ink added;
+# blue: darker, ink removed).  A red frame marks a counterfactual the classifier does not assign to
 # the target class.
 
 # %%

@@ -104,3 +104,19 @@ def test_markdown_ours_paper():
     paper = report.load_reported("c3lt", "mnist")
     cem = paper[(paper["method"] == "CEM") & (paper["metric"] == "IM1")]["value"].item()
     assert md.splitlines()[2] == f"| CEM | 1.5 / {cem:.3g} |"
+
+
+def test_update_readme_rewrites_only_the_headline_block(tmp_path):
+    res = tmp_path / "results"
+    res.mkdir()
+    bayes_rows().to_csv(res / "mnist_bayesian.csv", index=False)
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- headline:start -->\nold\n<!-- headline:end -->\nafter\n")
+    report.update_readme(readme, res)
+    text = readme.read_text()
+    assert text.startswith("intro\n") and text.endswith("after\n") and "old" not in text
+    assert "mc_dropout" in text and "| PSCE | 1 ± 0.141" in text
+    readme.write_text("no markers")
+    with pytest.raises(ValueError, match="headline"):
+        report.update_readme(readme, res)
+    assert readme.read_text() == "no markers"
