@@ -405,3 +405,9 @@ if __name__ == "__main__":
         update_readme(args.readme, args.results_dir)
     else:
         print(headline(args.results_dir))
+
+
+def perturbation_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """Mean validity over repeats per (setting, method) and weight-noise scale."""
+    return curves.pivot_table(index=["setting", "method"], columns="scale", values="validity",
+                              aggfunc="mean", sort=False)

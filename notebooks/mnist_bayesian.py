@@ -123,6 +123,10 @@ for s in settings:
 # %%
 fig = report.plot_perturbation_curves(run.curves, methods)
 plt.show()
+curves_out = Path(results_dir) / f"{results_name}_curves.csv"
+run.curves.to_csv(curves_out, index=False)
+display(Markdown(f"Mean validity per noise scale (columns), written to `{curves_out}`:"))
+report.style(report.perturbation_table(run.curves))
 
 # %% [markdown]
 # ## What the run shows

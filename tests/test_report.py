@@ -120,3 +120,13 @@ def test_update_readme_rewrites_only_the_headline_block(tmp_path):
     with pytest.raises(ValueError, match="headline"):
         report.update_readme(readme, res)
     assert readme.read_text() == "no markers"
+
+
+def test_perturbation_table_means_over_repeats():
+    curves = pd.DataFrame([{"setting": "bnn", "method": "PSCE", "repeat": r, "scale": s,
+                            "validity": v}
+                           for r, vs in enumerate([[1.0, 0.5], [1.0, 0.7]])
+                           for s, v in zip([0.0, 0.1], vs)])
+    t = report.perturbation_table(curves)
+    assert t.loc[("bnn", "PSCE"), 0.1] == pytest.approx(0.6)
+    assert list(t.columns) == [0.0, 0.1]
