@@ -205,8 +205,8 @@ report.shape_checks(results, checks)
 #   overlap).  The paper shows regions but does not define them; a cell's receptive
 #   field is what it encodes.  The image is a rendering of the feature-level edit,
 #   not an image the search optimised, so its validity is measured, not forced
-#   (`paste="grid"`, 7 × 7 tiles of a 4 × 4 grid, is kept as an option; on MNIST at
-#   `standard` it gave image validity 0.005–0.075).
+#   (`paste="grid"`, 7 × 7 tiles of a 4 × 4 grid, is kept as an option; it changes
+#   fewer pixels and flips almost no decision).
 # - **ExpGAN** (Samangouei et al. 2018): one masked generator per class of the pair
 #   (small conv encoder–decoders, tanh image, sigmoid mask), composite
 #   m · G(x) + (1 − m) · x, trained with the classifier's loss, identity
