@@ -65,18 +65,20 @@ def im1_by_pair(x_cf: torch.Tensor, target: torch.Tensor, query: torch.Tensor, a
 
 def run_bayesian(dataset: str = "mnist", setting: str = "mc_dropout", profile="standard",
                  seed: int = 0, device="cpu", methods=METHODS, n_perturbations: int = 20,
-                 ) -> tuple[list[dict], dict]:
+                 model_and_info=None) -> tuple[list[dict], dict]:
     """Run the chapter's methods for one setting; returns ``(rows, cfs)``.
 
     ``rows``: tidy dicts (dataset, pair, method, setting, metric, value, seed, profile,
     repeat).  ``cfs``: ``{"queries": [(x, y, target, index) per repeat],
     "<method>": [Counterfactuals per repeat] (on the CPU), "model_info": info}``.
+    ``model_and_info``: the setting's ``(model, info)`` when the caller already has it
+    (else it is loaded from the cache).
     """
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
-    model, info = bayes_model(dataset, setting, prof, seed, device)
+    model, info = model_and_info or bayes_model(dataset, setting, prof, seed, device)
     log.info("%s classifier: test accuracy %.4f", setting, info.get("test_accuracy", float("nan")))
     x_train, y_train = load_split(dataset, "train")
     aes = {c: zoo.autoencoder(dataset, c, prof, seed, device=device)[0] for c in range(10)}
@@ -163,7 +165,8 @@ def run_bayesian_table(dataset: str = "mnist", settings=tuple(SETTINGS), profile
         rows.append({"dataset": dataset, "pair": "all", "method": "Classifier", "setting": s,
                      "metric": "Accuracy", "value": float(info["test_accuracy"]),
                      "seed": seed, "profile": prof.name, "repeat": -1})
-        r, c = run_bayesian(dataset, s, prof, seed, device, methods, n_perturbations)
+        r, c = run_bayesian(dataset, s, prof, seed, device, methods, n_perturbations,
+                            model_and_info=(model, info))
         rows += r
         cfs[s] = c
         curves += perturbation_curve(model, c, s, scales, n_perturbations, seed)

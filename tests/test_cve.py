@@ -180,3 +180,13 @@ def test_cve_from_profile_uses_target_class_train_images(tiny_classifier, bars, 
     from cflib.profiles import get_profile
     assert ex.config.n_distractors == get_profile("smoke").cve_n_distractors
     assert (ex.pool_y == 1).all() and len(ex.pool_y) > 100
+
+
+def test_cve_grid_paste_refuses_a_non_multiple_image_before_searching(tiny_classifier, split):
+    # 30x30 images give a 4x4 map too (conv5, pool2, conv5, pool2: 30->26->13->9->4)
+    xq, xp, yp = split
+    pad = torch.nn.functional.pad
+    ex = CVE(tiny_classifier, n_distractors=1, paste="grid").fit(pad(xp, (1, 1, 1, 1), value=-1.0), yp)
+    ex._search = lambda *a, **k: pytest.fail("the search ran before the size check")
+    with pytest.raises(ValueError, match="multiple"):
+        ex.explain(pad(xq[:2], (1, 1, 1, 1), value=-1.0), 1)

@@ -248,9 +248,6 @@ class CVE(Explainer):
         """Paste the grid tile of distractor cell ``j`` at query cell ``i`` for every edit."""
         n, c, H, W = xq.shape
         h, w = grid
-        if H % h or W % w:
-            raise ValueError(f"paste='grid' cuts the image into the {h}x{w} feature grid; the "
-                             f"image size {H}x{W} must be a multiple of it")
         ph, pw = H // h, W // w
 
         def cells(img):  # (n, c, H, W) -> (n, hw, c, ph, pw), row-major like the feature map
@@ -338,6 +335,10 @@ class CVE(Explainer):
             xb, tb = x[s:s + cfg.batch_size], target[s:s + cfg.batch_size]
             fq = self.classifier.features(xb)
             n, d, h, w = fq.shape
+            H, W = xb.shape[-2:]
+            if cfg.paste == "grid" and (H % h or W % w):   # fail before the search, not after
+                raise ValueError(f"paste='grid' cuts the image into the {h}x{w} feature grid; "
+                                 f"the image size {H}x{W} must be a multiple of it")
             idx = self._candidates(fq, tb, generator)                     # (n, K)
             K = idx.shape[1]
             fd = self.pool_f[idx.flatten()].flatten(2)                    # (n*K, d, hw)
