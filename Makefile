@@ -33,6 +33,7 @@ html: $(VENV)/.installed
 book: notebooks html
 
 test: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -ra
 
 clean:

@@ -1,9 +1,12 @@
 """cflib: batched counterfactual explanations of image classifiers.
 
 The library behind the counterfactual benchmark companion book: datasets and class
-pairs (:mod:`cflib.data`), models and cached training (:mod:`cflib.models`,
-:mod:`cflib.training`), explainers (:mod:`cflib.explainers`), metrics
-(:mod:`cflib.metrics`) and the benchmark runner (:mod:`cflib.benchmark`).
+pairs (:mod:`cflib.data`), every size per profile (:mod:`cflib.profiles`), models and
+cached training (:mod:`cflib.models`, :mod:`cflib.training`, :mod:`cflib.zoo`), one
+catalog of explainers (:data:`cflib.explainers.METHODS`), metric functions and specs
+(:mod:`cflib.metrics`), one runner per table (:mod:`cflib.c3lt_benchmark`,
+:mod:`cflib.bayes_benchmark`), the results schema (:mod:`cflib.results`), the papers'
+numbers (:mod:`cflib.reference`) and the book's tables and figures (:mod:`cflib.report`).
 """
 
 __version__ = "0.1.0"

@@ -2,7 +2,9 @@
 
 :func:`run_bayesian` trains (or loads) the MC-dropout or BNN classifier, draws
 Schut et al.'s queries (random test digits, a similar-digit target per image), runs
-Wachter, BayesCF, ROAR, Schut and PSCE on them and scores every counterfactual:
+Wachter, BayesCF, ROAR, Schut and PSCE (built from the catalog,
+:data:`cflib.explainers.METHODS`) on them and scores every counterfactual with the
+table's metric specs (:data:`BAYES_METRICS`):
 
 - ``IM1``: Van Looveren & Klaise's ratio with the class autoencoders of the target and
   of the query image's *label* (as Schut et al.'s evaluation), mean over images;
@@ -22,21 +24,98 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
 from cflib import zoo
 from cflib.data import canonical_dataset, load_split
-from cflib.explainers.bayesian import METHODS, from_profile, schut_queries
-from cflib.metrics import im1
+from cflib.explainers import METHODS, Counterfactuals, get_method
 from cflib.metrics.robustness import implausibility, robustness_ratio
+from cflib.metrics.spec import ACCURACY, IM1, SECONDS_PER_CF, VALIDITY, MetricSpec, register
 from cflib.profiles import get_profile
+from cflib.results import shape_checks as _shape_checks
+from cflib.results import tidy
 
 log = logging.getLogger("cflib")
 
 SETTINGS = {"mc_dropout": zoo.mc_dropout_classifier, "bnn": zoo.bnn_classifier}
+#: the rows of the table, in the chapter's order
+BAYES_METHODS = ["Wachter", "BayesCF", "ROAR", "Schut", "PSCE"]
 PAIR = "schut_map"
 QUERY_SEED = 12345  # Schut et al.'s repeats use seeds 12345 + repeat
+
+#: Schut et al. (2021) official code (``experiments/exp_qualitative_eval.py``): for a
+#: test digit of class c the target is drawn uniformly from SCHUT_TARGETS[c].
+SCHUT_TARGETS: dict[int, list[int]] = {
+    0: [3, 6, 8], 1: [4, 7, 9], 2: [3, 7], 3: [0, 2, 8], 4: [1, 9],
+    5: [6, 8], 6: [0, 5, 8], 7: [1, 2, 9], 8: [0, 3, 6], 9: [1, 4, 7],
+}
+
+
+# -- Schut et al.'s protocol -------------------------------------------------------------
+def schut_targets(labels, seed: int = 0) -> torch.Tensor:
+    """A target per label, drawn uniformly from :data:`SCHUT_TARGETS` (numpy, ``seed + 2``
+    as in Schut et al.'s ``_choose_targets``)."""
+    labels = torch.as_tensor(labels).long()
+    if labels.dim() != 1:
+        raise ValueError(f"labels must be a 1-d tensor, got shape {tuple(labels.shape)}")
+    if len(labels) and ((labels < 0).any() or (labels > 9).any()):
+        raise ValueError("labels must be digit classes in 0..9")
+    rng = np.random.default_rng(seed + 2)
+    return torch.tensor([int(rng.choice(SCHUT_TARGETS[int(c)])) for c in labels],
+                        dtype=torch.long)
+
+
+def schut_queries(dataset: str = "mnist", n: int = 100, seed: int = 0, split: str = "test"):
+    """Schut et al.'s draw: ``n`` random images of ``split`` (numpy, ``seed + 1``, without
+    replacement) and a target per image from the similar-digit map (``seed + 2``).
+
+    Returns ``(x, y, target, index)``: images (n, 1, 28, 28) in [-1, 1], their labels,
+    the targets and the indices into the split.
+    """
+    if canonical_dataset(dataset) != "mnist":
+        raise ValueError("Schut et al.'s target map is defined for MNIST digits only")
+    x, y = load_split(dataset, split)
+    if not 0 < n <= len(x):
+        raise ValueError(f"n must be in 1..{len(x)}, got {n}")
+    idx = torch.from_numpy(np.random.default_rng(seed + 1).choice(len(x), n, replace=False))
+    return x[idx], y[idx], schut_targets(y[idx], seed), idx
+
+
+def query_seed(seed: int, repeat: int) -> int:
+    return QUERY_SEED + 1000 * seed + repeat
+
+
+# -- the metrics -----------------------------------------------------------------------------
+@dataclass
+class BayesContext:
+    """One method's counterfactuals of one repeat, and what the metrics need."""
+
+    cf: Counterfactuals
+    query_labels: torch.Tensor
+    autoencoders: dict
+    model: nn.Module
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    n_perturbations: int = 20
+    seed: int = 0
+
+
+BAYES_METRICS: tuple[MetricSpec, ...] = register(
+    IM1,
+    MetricSpec("Implausibility",
+               lambda c: implausibility(c.cf.x_cf, c.cf.target, c.x_train, c.y_train).mean().item(),
+               False, "mean L2 distance to the nearest 10 % of target-class training images"),
+    MetricSpec("Robustness_Ratio_1e-3",
+               lambda c: robustness_ratio(c.model, c.cf.x_cf, c.cf.target, 1e-3,
+                                          c.n_perturbations, seed=c.seed),
+               True, "share of valid counterfactuals still valid after N(0, 1e-3²) noise on "
+                     "every weight"),
+    VALIDITY,
+    SECONDS_PER_CF,
+)
 
 
 def bayes_model(dataset: str = "mnist", setting: str = "mc_dropout", profile="standard",
@@ -47,24 +126,15 @@ def bayes_model(dataset: str = "mnist", setting: str = "mc_dropout", profile="st
     return SETTINGS[setting](dataset, profile, seed, device)
 
 
-def query_seed(seed: int, repeat: int) -> int:
-    return QUERY_SEED + 1000 * seed + repeat
-
-
-@torch.no_grad()
-def im1_by_pair(x_cf: torch.Tensor, target: torch.Tensor, query: torch.Tensor, aes: dict,
-                ) -> torch.Tensor:
-    """Per-image IM1 with the autoencoders of each image's (query, target) classes."""
-    out = torch.empty(len(x_cf))
-    t, q = target.cpu(), query.cpu()
-    for tc, qc in sorted({(int(a), int(b)) for a, b in zip(t, q)}):
-        rows = ((t == tc) & (q == qc)).nonzero().squeeze(1)
-        out[rows] = im1(x_cf[rows.to(x_cf.device)], aes[tc], aes[qc]).cpu()
-    return out
+def check_methods(methods) -> list[str]:
+    methods = list(methods)
+    for m in methods:
+        get_method(m)
+    return methods
 
 
 def run_bayesian(dataset: str = "mnist", setting: str = "mc_dropout", profile="standard",
-                 seed: int = 0, device="cpu", methods=METHODS, n_perturbations: int = 20,
+                 seed: int = 0, device="cpu", methods=BAYES_METHODS, n_perturbations: int = 20,
                  model_and_info=None) -> tuple[list[dict], dict]:
     """Run the chapter's methods for one setting; returns ``(rows, cfs)``.
 
@@ -75,14 +145,13 @@ def run_bayesian(dataset: str = "mnist", setting: str = "mc_dropout", profile="s
     (else it is loaded from the cache).
     """
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
+    methods = check_methods(methods)
     model, info = model_and_info or bayes_model(dataset, setting, prof, seed, device)
     log.info("%s classifier: test accuracy %.4f", setting, info.get("test_accuracy", float("nan")))
     x_train, y_train = load_split(dataset, "train")
     aes = {c: zoo.autoencoder(dataset, c, prof, seed, device=device)[0] for c in range(10)}
-    explainers = {m: from_profile(m, model, dataset, prof, seed) for m in methods}
+    explainers = {m: METHODS[m].from_profile(model, dataset=dataset, profile=prof, seed=seed)
+                  for m in methods}
     rows: list[dict] = []
     cfs: dict = {"queries": [], "model_info": info, **{m: [] for m in methods}}
     base = {"dataset": dataset, "pair": PAIR, "setting": setting, "seed": seed,
@@ -94,17 +163,9 @@ def run_bayesian(dataset: str = "mnist", setting: str = "mc_dropout", profile="s
         for m, ex in explainers.items():
             log.info("%s / %s: repeat %d, %d images", setting, m, r, len(x))
             cf = ex.explain(x, t, seed=qs)
-            xc, tc = cf.x_cf, cf.target
-            values = {
-                "IM1": im1_by_pair(xc, tc, y, aes).mean().item(),
-                "Implausibility": implausibility(xc, tc, x_train, y_train).mean().item(),
-                "Robustness_Ratio_1e-3": robustness_ratio(model, xc, tc, 1e-3,
-                                                          n_perturbations, seed=qs),
-                "Validity": cf.validity,
-                "Seconds_per_CF": cf.seconds_per_cf,
-            }
-            rows += [{**base, "method": m, "metric": k, "value": float(v), "repeat": r}
-                     for k, v in values.items()]
+            ctx = BayesContext(cf, y, aes, model, x_train, y_train, n_perturbations, qs)
+            rows += [{**base, "method": m, "metric": spec.name, "value": spec(ctx), "repeat": r}
+                     for spec in BAYES_METRICS]
             cfs[m].append(cf.cpu())
     return rows, cfs
 
@@ -120,7 +181,7 @@ def perturbation_curve(model, cfs: dict, setting: str, scales=DEFAULT_SCALES,
 
     dev = next(model.parameters()).device
     rows = []
-    for m in METHODS:
+    for m in BAYES_METHODS:
         for r, cf in enumerate(cfs.get(m, [])):
             curve = validity_under_perturbation(model, cf.x_cf.to(dev), cf.target.to(dev),
                                                 scales, n_perturbations, seed)
@@ -144,13 +205,22 @@ class BayesRun:
     counterfactuals: dict
     curves: pd.DataFrame
 
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Extra tables written beside the results (:func:`cflib.results.write_run`)."""
+        return {"curves": self.curves}
 
-COLUMNS = ["dataset", "pair", "method", "setting", "metric", "value", "seed", "profile",
-           "repeat"]
+    @property
+    def settings(self) -> list[str]:
+        return list(self.counterfactuals)
+
+    @property
+    def accuracy(self) -> pd.Series:
+        acc = self.results[self.results["method"] == "Classifier"]
+        return acc.set_index("setting")["value"]
 
 
 def run_bayesian_table(dataset: str = "mnist", settings=tuple(SETTINGS), profile="standard",
-                       seed: int = 0, device="cpu", methods=METHODS,
+                       seed: int = 0, device="cpu", methods=BAYES_METHODS,
                        n_perturbations: int = 20, scales=DEFAULT_SCALES) -> BayesRun:
     """Run :func:`run_bayesian` for every setting and :func:`perturbation_curve` on its
     counterfactuals; returns a :class:`BayesRun`."""
@@ -158,50 +228,31 @@ def run_bayesian_table(dataset: str = "mnist", settings=tuple(SETTINGS), profile
     bad = [s for s in settings if s not in SETTINGS]
     if bad:
         raise ValueError(f"unknown setting(s) {bad}; choose from {list(SETTINGS)}")
+    methods = check_methods(methods)
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
     rows, cfs, curves = [], {}, []
     for s in settings:
         model, info = bayes_model(dataset, s, prof, seed, device)
         rows.append({"dataset": dataset, "pair": "all", "method": "Classifier", "setting": s,
-                     "metric": "Accuracy", "value": float(info["test_accuracy"]),
+                     "metric": ACCURACY.name, "value": float(info["test_accuracy"]),
                      "seed": seed, "profile": prof.name, "repeat": -1})
         r, c = run_bayesian(dataset, s, prof, seed, device, methods, n_perturbations,
                             model_and_info=(model, info))
         rows += r
         cfs[s] = c
         curves += perturbation_curve(model, c, s, scales, n_perturbations, seed)
-    return BayesRun(pd.DataFrame(rows)[COLUMNS], cfs, pd.DataFrame(curves))
+    return BayesRun(tidy(rows), cfs, pd.DataFrame(curves))
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     """Mean, standard deviation (ddof 1; NaN for one repeat) and number of repeats of
     every (setting, method, metric); the classifiers' accuracy rows are left out."""
     df = results[results["method"] != "Classifier"]
-    out = (df.groupby(["setting", "method", "metric"], sort=False)["value"]
-           .agg(mean="mean", std="std", n="count").reset_index())
-    return out
+    return (df.groupby(["setting", "method", "metric"], sort=False)["value"]
+            .agg(mean="mean", std="std", n="count").reset_index())
 
 
-#: The paper's expected shape: (metric, direction) where PSCE should be the best method.
-PSCE_CHECKS = (("IM1", "lower"), ("Robustness_Ratio_1e-3", "higher"))
-
-
-def shape_checks(summary: pd.DataFrame, method: str = "PSCE", checks=PSCE_CHECKS) -> pd.DataFrame:
-    """Per setting, is ``method`` the best on each metric of ``checks`` (means over repeats,
-    ties count as holding)?  ``summary`` is :func:`summarise`'s output."""
-    rows = []
-    for setting, d in summary.groupby("setting", sort=False):
-        means = d.set_index(["method", "metric"])["mean"]
-        for metric, direction in checks:
-            if (method, metric) not in means:
-                continue
-            others = means.xs(metric, level="metric").drop(method, errors="ignore").dropna()
-            if others.empty:
-                continue
-            best = others.idxmin() if direction == "lower" else others.idxmax()
-            v, b = means[(method, metric)], others[best]
-            holds = v <= b if direction == "lower" else v >= b
-            rows.append({"setting": setting,
-                         "expectation": f"{metric}: {method} {'lowest' if direction == 'lower' else 'highest'}",
-                         method: v, "best other": f"{best} ({b:.4g})", "holds": bool(holds)})
-    return pd.DataFrame(rows)
+def shape_checks(summary: pd.DataFrame) -> pd.DataFrame:
+    """The paper's expected shape (``cflib/reference/expected.csv``, table ``bayes``) per
+    setting, on :func:`summarise`'s means over repeats (ties count as holding)."""
+    return _shape_checks(summary.rename(columns={"mean": "value"}), "bayes", by=["setting"])

@@ -43,6 +43,8 @@ class Profile:
     bayes_repeats: int = 1
     bayes_n_images: int = 100
     bayes_epochs: int = 1
+    bayes_opt_steps: int = 100    # Adam steps per search round (Wachter/BayesCF per lambda, PSCE per
+                                  # outer round; ROAR runs 5x as many)
     schut_max_iters: int = 5000
 
     def to_dict(self) -> dict:
@@ -56,7 +58,7 @@ PROFILES: dict[str, Profile] = {
         cem_max_iterations=20, cem_c_steps=2, cve_n_distractors=2, expgan_epochs=1,
         dcgan_epochs=1, dcgan_subset=1024, encoder_epochs=1, c3lt_epochs=1,
         c3lt_subset=256, aupc_steps=10, bayes_repeats=1, bayes_n_images=8,
-        bayes_epochs=1, schut_max_iters=40,
+        bayes_epochs=1, bayes_opt_steps=20, schut_max_iters=40,
     ),
     "standard": Profile(
         name="standard", n_images=200, train_subset=None, clf_epochs=4, feat_epochs=1,
@@ -64,7 +66,7 @@ PROFILES: dict[str, Profile] = {
         cem_max_iterations=100, cem_c_steps=2, cve_n_distractors=5, expgan_epochs=6,
         dcgan_epochs=1, dcgan_subset=None, encoder_epochs=1, c3lt_epochs=10,
         c3lt_subset=1000, aupc_steps=50, bayes_repeats=3, bayes_n_images=100,
-        bayes_epochs=3, schut_max_iters=1000,
+        bayes_epochs=3, bayes_opt_steps=100, schut_max_iters=1000,
     ),
     "paper": Profile(
         name="paper", n_images=None, train_subset=None, clf_epochs=10, feat_epochs=10,
@@ -72,7 +74,7 @@ PROFILES: dict[str, Profile] = {
         cem_max_iterations=1000, cem_c_steps=10, cve_n_distractors=10, expgan_epochs=50,
         dcgan_epochs=25, dcgan_subset=None, encoder_epochs=20, c3lt_epochs=200,
         c3lt_subset=None, aupc_steps=50, bayes_repeats=5, bayes_n_images=100,
-        bayes_epochs=10, schut_max_iters=5000,
+        bayes_epochs=10, bayes_opt_steps=100, schut_max_iters=5000,
     ),
 }
 

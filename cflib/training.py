@@ -20,9 +20,10 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm import tqdm
 
 from cflib.data import PROJECT_ROOT
+from cflib.progress import progress
+from cflib.scopes import seeded
 
 log = logging.getLogger("cflib")
 CACHE_ENV = "CFLIB_CACHE"
@@ -101,8 +102,8 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
     accuracy) that is stored beside the weights and returned on later loads.
     """
     seed = int(config.get("seed", 0))
-    torch.manual_seed(seed)
-    module = build().to(device)
+    with seeded(seed):
+        module = build().to(device)
     path = cache_path(kind, config)
     if use_cache:
         info = _try_load(path, config, module)
@@ -110,8 +111,8 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
             log.info("loaded %s from %s", kind, path)
             return module.to(device).eval(), info
     log.info("training %s (%s)", kind, path.name)
-    torch.manual_seed(seed)
-    info = train(module) or {}
+    with seeded(seed):
+        info = train(module) or {}
     module.eval()
     if use_cache:
         state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
@@ -142,7 +143,7 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs:
     dev = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
-    for ep in tqdm(range(epochs), desc=desc, disable=None):
+    for ep in progress(range(epochs), desc=desc):
         for idx in batches(len(x), batch_size, seed + ep):
             xb, yb = x[idx].to(dev), y[idx].to(dev)
             loss = F.cross_entropy(_logits(model, xb), yb)
@@ -158,7 +159,7 @@ def train_autoencoder(model: nn.Module, x: torch.Tensor, epochs: int, lr: float 
     dev = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
-    for ep in tqdm(range(epochs), desc=desc, disable=None):
+    for ep in progress(range(epochs), desc=desc):
         for idx in batches(len(x), batch_size, seed + ep):
             xb = x[idx].to(dev)
             loss = F.mse_loss(model(xb), xb)

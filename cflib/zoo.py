@@ -15,6 +15,22 @@ def _base(kind, dataset, profile: Profile, seed, **hp):
     return {"kind": kind, "dataset": dataset, "profile": profile.name, "seed": seed, **hp}
 
 
+def _trained_classifier(kind: str, arch: str, build, dataset: str, profile: Profile,
+                        seed: int, epochs: int, device, use_cache: bool):
+    """A classifier trained with Adam (lr 1e-3, batch 128) on ``profile.train_subset``
+    training images, through the cache; ``info["test_accuracy"]`` on the full test split."""
+    cfg = _base(kind, dataset, profile, seed, arch=arch, epochs=epochs, lr=1e-3,
+                batch_size=128, train_subset=profile.train_subset)
+
+    def train(model):
+        x, y = subsample(*load_split(dataset, "train"), profile.train_subset, seed)
+        train_classifier(model, x, y, epochs, lr=1e-3, seed=seed,
+                         desc=f"{kind.replace('_', ' ')} {dataset}")
+        return {"test_accuracy": accuracy(model, *load_split(dataset, "test"))}
+
+    return cached(kind, cfg, build, train, device, use_cache)
+
+
 def classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                use_cache: bool = True):
     """The C3LT CNN, trained with Adam (lr 1e-3, batch 128); returns (model, info).
@@ -22,35 +38,17 @@ def classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
     ``info["test_accuracy"]`` is the accuracy on the full test split, in [0, 1].
     """
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    cfg = _base("classifier", dataset, profile, seed, arch="C3LTClassifier",
-                epochs=profile.clf_epochs, lr=1e-3, batch_size=128,
-                train_subset=profile.train_subset)
-
-    def train(model):
-        x, y = subsample(*load_split(dataset, "train"), profile.train_subset, seed)
-        train_classifier(model, x, y, profile.clf_epochs, lr=1e-3, seed=seed,
-                         desc=f"classifier {dataset}")
-        return {"test_accuracy": accuracy(model, *load_split(dataset, "test"))}
-
-    return cached("classifier", cfg, C3LTClassifier, train, device, use_cache)
+    return _trained_classifier("classifier", "C3LTClassifier", C3LTClassifier, dataset,
+                               profile, seed, profile.clf_epochs, device, use_cache)
 
 
 def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
                 use_cache: bool = True):
-    """The FID/KID feature network (128-d), trained as a classifier on the dataset."""
+    """The FID/KID feature network (128-d), trained as a classifier on the dataset
+    (seed + 1000: independent of the explained classifier)."""
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    seed = seed + 1000  # independent of the explained classifier
-    cfg = _base("feature_net", dataset, profile, seed, arch="FeatureNet-128",
-                epochs=profile.feat_epochs, lr=1e-3, batch_size=128,
-                train_subset=profile.train_subset)
-
-    def train(model):
-        x, y = subsample(*load_split(dataset, "train"), profile.train_subset, seed)
-        train_classifier(model, x, y, profile.feat_epochs, lr=1e-3, seed=seed,
-                         desc=f"feature net {dataset}")
-        return {"test_accuracy": accuracy(model, *load_split(dataset, "test"))}
-
-    return cached("feature_net", cfg, FeatureNet, train, device, use_cache)
+    return _trained_classifier("feature_net", "FeatureNet-128", FeatureNet, dataset, profile,
+                               seed + 1000, profile.feat_epochs, device, use_cache)
 
 
 def autoencoder(dataset: str, cls: int | None, profile="standard", seed: int = 0,

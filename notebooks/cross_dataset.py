@@ -26,31 +26,20 @@ results_name = "cross_dataset"
 results_dir = "results"
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
-import pandas as pd
-import seaborn as sns
 from IPython.display import Markdown, display
 
-from cflib import report
-from cflib.benchmark import C3LT_METRICS
+from cflib import report, results
+from cflib.c3lt_benchmark import C3LT_METRICS
 
-files = {"MNIST": Path(results_dir) / "mnist_eval.csv",
-         "Fashion-MNIST": Path(results_dir) / "fashion_mnist_test.csv"}
-frames = {k: pd.read_csv(f, keep_default_na=False) for k, f in files.items() if f.exists()}
-display(Markdown("Results read: " + ", ".join(f"`{files[k]}` (profile "
-                                              f"`{v['profile'].iloc[0]}`)" for k, v in frames.items())))
+frames = {"MNIST": results.read_results("mnist_eval", results_dir),
+          "Fashion-MNIST": results.read_results("fashion_mnist_test", results_dir)}
+display(Markdown("Results read: " + ", ".join(f"{k} (profile `{v['profile'].iloc[0]}`)"
+                                              for k, v in frames.items())))
 
 # %%
-ranks = report.rank_methods(frames, C3LT_METRICS)
-fig, axes = plt.subplots(1, len(frames), figsize=(5.2 * len(frames), 3.6), squeeze=False)
-for ax, (name, r) in zip(axes[0], ranks.items()):
-    sns.heatmap(r, annot=True, fmt=".0f", cmap="viridis_r", cbar=False, ax=ax)
-    ax.set_title(f"{name}: rank per metric (1 = best)", fontsize=10)
-    ax.set_xlabel("")
-    ax.set_ylabel("")
-fig.tight_layout()
+ranks = report.rank_methods(frames, [s.name for s in C3LT_METRICS])
+fig = report.plot_rank_heatmaps(ranks)
 plt.show()
 
 # %% [markdown]

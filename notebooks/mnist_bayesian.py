@@ -55,34 +55,28 @@ results_dir = "results"
 
 # %%
 import logging
-from pathlib import Path
 
 import matplotlib.pyplot as plt
-import pandas as pd
 from IPython.display import Markdown, display
 
-from cflib import bayes_benchmark, report
-from cflib.explainers.bayesian import METHODS
+from cflib import bayes_benchmark, report, results
 from cflib.profiles import get_profile
 
 logging.basicConfig(level=logging.WARNING)
 prof = get_profile(profile)
 settings = list(settings or bayes_benchmark.SETTINGS)
-methods = list(methods or METHODS)
+methods = list(methods or bayes_benchmark.BAYES_METHODS)
 display(Markdown(f"**Run parameters:** profile `{prof.name}`, device `{device}`, seed `{seed}`, "
                  f"{prof.bayes_repeats} repeats of {prof.bayes_n_images} random test images, "
                  f"classifiers trained {prof.bayes_epochs} epochs."))
 
 # %%
 run = bayes_benchmark.run_bayesian_table("mnist", settings, prof, seed, device, methods)
-results = run.results
-out = Path(results_dir) / f"{results_name}.csv"
-out.parent.mkdir(parents=True, exist_ok=True)
-results.to_csv(out, index=False)
-acc = results[results["method"] == "Classifier"].set_index("setting")["value"]
+written = results.write_run(run, results_name, results_dir)
 display(Markdown("Posterior-mean test accuracy: " + ", ".join(
-    f"**{s.replace('_', ' ')} {v:.2%}**" for s, v in acc.items())
-    + f" ({len(results)} result rows written to `{out}`)."))
+    f"**{s.replace('_', ' ')} {v:.2%}**" for s, v in run.accuracy.items())
+    + f" ({len(run.results)} result rows written to `{written[0].name}`, the validity "
+      f"curves to `{written[1].name}`)."))
 
 # %% [markdown]
 # ## The tables: ours beside the paper's
@@ -95,7 +89,7 @@ display(Markdown("Posterior-mean test accuracy: " + ", ".join(
 # %%
 for s in settings:
     display(Markdown(f"### {s.replace('_', ' ').replace('bnn', 'BNN').replace('mc', 'MC')}"))
-    display(report.style(report.bayes_table(results, s, methods=methods)))
+    display(report.style(report.bayes_table(run.results, s, methods=methods)))
 
 # %% [markdown]
 # ## Counterfactuals
@@ -123,9 +117,7 @@ for s in settings:
 # %%
 fig = report.plot_perturbation_curves(run.curves, methods)
 plt.show()
-curves_out = Path(results_dir) / f"{results_name}_curves.csv"
-run.curves.to_csv(curves_out, index=False)
-display(Markdown(f"Mean validity per noise scale (columns), written to `{curves_out}`:"))
+display(Markdown("Mean validity per noise scale (columns):"))
 report.style(report.perturbation_table(run.curves))
 
 # %% [markdown]
@@ -135,8 +127,7 @@ report.style(report.perturbation_table(run.curves))
 # and the highest robustness ratio in each setting.
 
 # %%
-summary = bayes_benchmark.summarise(results)
-display(bayes_benchmark.shape_checks(summary))
+display(bayes_benchmark.shape_checks(bayes_benchmark.summarise(run.results)))
 
 # %% [markdown]
 # ## Where our numbers differ from the paper's

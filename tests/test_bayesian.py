@@ -7,31 +7,21 @@ import math
 import pytest
 import torch
 
-from cflib.explainers.bayesian import (SCHUT_TARGETS, from_profile, log_mean_prob, registry,
-                                       schut_targets)
-from cflib.explainers.psce import PSCE
-from cflib.explainers.roar import ROAR
-from cflib.explainers.schut import Schut
-from cflib.explainers.wachter import BayesCF, Wachter
-from cflib.metrics.robustness import (implausibility, perturbed_validity, robustness_ratio,
-                                      validity_under_perturbation)
+from cflib.bayes_benchmark import BAYES_METHODS, SCHUT_TARGETS, schut_targets
+from cflib.explainers import METHODS, PSCE, ROAR, BayesCF, Schut, Wachter, get_method
+from cflib.explainers._posterior import log_mean_prob
+from cflib.metrics.robustness import (
+    implausibility,
+    perturbed_validity,
+    robustness_ratio,
+    validity_under_perturbation,
+)
 from cflib.models import ConvAutoencoder
-from cflib.models.bayesian import (BayesByBackpropCNN, MCDropoutCNN, predictive_accuracy,
-                                   train_bnn)
+from cflib.models.bayesian import BayesByBackpropCNN, MCDropoutCNN, predictive_accuracy, train_bnn
 from cflib.profiles import get_profile
 from cflib.training import train_classifier
 
 S = 8  # posterior samples in the tests
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tensors here are tiny: one intra-op thread is as fast, and on a busy 2-core box
-    two OpenMP threads spin against other processes (10x slower measured)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +142,7 @@ CASES = [(kind, m) for kind in ("mc", "bnn") for m in STRONG]
 @pytest.mark.parametrize("kind, method", CASES)
 def test_method_reaches_target(kind, method, mc_model, bnn_model, queries):
     model = mc_model if kind == "mc" else bnn_model
-    cls = registry()[method]
+    cls = METHODS[method]
     extra = {"autoencoder": ConvAutoencoder().eval()} if method == "PSCE" else {}
     ex = cls(model, **extra, **STRONG[method])
     assert ex.name == method
@@ -208,7 +198,7 @@ def test_methods_bad_input(mc_model):
     with pytest.raises(ValueError, match="target"):
         Schut(mc_model).explain(torch.zeros(2, 1, 28, 28), target=11)
     with pytest.raises(ValueError, match="unknown method"):
-        from_profile("DiCE", mc_model)
+        get_method("DiCE")
     with pytest.raises(TypeError, match="last linear layer"):
         ROAR(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10)),
              max_iter=1).explain(torch.zeros(1, 1, 28, 28), 1)
@@ -219,9 +209,12 @@ def test_from_profile_sizes(mc_model, monkeypatch):
 
     monkeypatch.setattr(zoo, "autoencoder", lambda *a, **k: (ConvAutoencoder().eval(), {}))
     smoke = get_profile("smoke")
-    exs = {m: from_profile(m, mc_model, "mnist", "smoke") for m in registry()}
+    exs = {m: METHODS[m].from_profile(mc_model, dataset="mnist", profile="smoke")
+           for m in BAYES_METHODS}
     assert exs["Schut"].config.max_iters == smoke.schut_max_iters
-    assert exs["Wachter"].config.steps == 20 and exs["PSCE"].autoencoder is not None
+    assert exs["Wachter"].config.steps == smoke.bayes_opt_steps
+    assert exs["ROAR"].config.max_iter == 5 * smoke.bayes_opt_steps
+    assert exs["PSCE"].autoencoder is not None
     assert all(ex.name == m for m, ex in exs.items())
 
 
@@ -320,19 +313,21 @@ def test_runner_rejects_bad_setting():
         run_bayesian("mnist", setting="bnn", profile="smoke", methods=["DiCE"])
 
 
-def test_im1_by_pair_matches_im1():
-    from cflib.bayes_benchmark import im1_by_pair
+def test_im1_by_class_matches_im1():
     from cflib.metrics import im1
+    from cflib.metrics.plausibility import im1_by_class
 
     torch.manual_seed(0)
     aes = {c: ConvAutoencoder().eval() for c in range(3)}
     x = torch.rand(5, 1, 28, 28) * 2 - 1
     t = torch.tensor([1, 2, 1, 0, 2])
     q = torch.tensor([0, 0, 2, 1, 0])
-    got = im1_by_pair(x, t, q, aes)
+    got = im1_by_class(x, t, q, aes)
     for i in range(5):
         ref = im1(x[i:i + 1], aes[int(t[i])], aes[int(q[i])])
         assert got[i].item() == pytest.approx(ref.item(), rel=1e-5)
+    with pytest.raises(ValueError, match="no class autoencoder"):
+        im1_by_class(x, 7, 0, aes)
 
 
 def test_bayesian_table_names_an_unknown_setting():

@@ -11,11 +11,23 @@ import pytest
 import torch
 from torch import nn
 
-from cflib.explainers.c3lt import (C3LT, C3LTConfig, C3LTMappings, classifier_loss,
-                                   gen_masks, nonlinear_map_step, proximity_loss)
-from cflib.models.dcgan import (DCGAN, Discriminator, EncoderDCGAN, Generator,
-                                train_dcgan, train_encoder)
-
+from cflib.explainers.c3lt import (
+    C3LT,
+    C3LTConfig,
+    C3LTMappings,
+    classifier_loss,
+    gen_masks,
+    nonlinear_map_step,
+    proximity_loss,
+)
+from cflib.models.dcgan import (
+    DCGAN,
+    Discriminator,
+    EncoderDCGAN,
+    Generator,
+    train_dcgan,
+    train_encoder,
+)
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -130,7 +142,7 @@ def test_c3lt_reaches_target_both_directions(tiny_classifier, bars, toy_latent):
     x, y = bars
     # 8 steps; a larger learning rate than the paper's 1e-3 keeps the test short
     ex = make_c3lt(tiny_classifier, toy_latent, epochs=4, lr=5e-3)
-    ex.fit(x[y == 0][:64], x[y == 1][:64], progress=False)
+    ex.fit(x[y == 0][:64], x[y == 1][:64])
     assert (ex.query_class, ex.target_class) == (0, 1)  # read from the classifier
     xq = x[y == 0][-32:]  # not seen in training
     cf = ex.explain(xq, target=1, seed=0)
@@ -148,7 +160,7 @@ def test_c3lt_reaches_target_both_directions(tiny_classifier, bars, toy_latent):
 def test_c3lt_hinge_and_multi_step_run(tiny_classifier, bars, toy_latent):
     x, y = bars
     ex = make_c3lt(tiny_classifier, toy_latent, cls_type="hinge", n_steps=2)
-    ex.fit(x[y == 0][:32], x[y == 1][:32], progress=False)
+    ex.fit(x[y == 0][:32], x[y == 1][:32])
     cf = ex.explain(x[y == 0][:8], 1)
     assert cf.x_cf.shape == (8, 1, 28, 28) and torch.isfinite(cf.x_cf).all()
 
@@ -158,7 +170,7 @@ def test_c3lt_reproducible(tiny_classifier, bars, toy_latent):
     outs = []
     for _ in range(2):
         ex = make_c3lt(tiny_classifier, toy_latent)
-        ex.fit(x[y == 0][:32], x[y == 1][:32], progress=False)
+        ex.fit(x[y == 0][:32], x[y == 1][:32])
         outs.append(ex.explain(x[y == 0][:8], 1, seed=0).x_cf)
     assert torch.equal(outs[0], outs[1])
 
@@ -167,7 +179,7 @@ def test_c3lt_goes_through_cache(tiny_classifier, bars, toy_latent, tmp_cache, m
     x, y = bars
     cache = {"dataset": "bars", "pair": "0->1", "profile": "test", "seed": 0}
     a = make_c3lt(tiny_classifier, toy_latent)
-    a.fit(x[y == 0][:32], x[y == 1][:32], cache=cache, progress=False)
+    a.fit(x[y == 0][:32], x[y == 1][:32], cache=cache)
     assert len(list(tmp_cache.glob("c3lt-*.pt"))) == 1
 
     def boom(*args, **kwargs):
@@ -175,14 +187,14 @@ def test_c3lt_goes_through_cache(tiny_classifier, bars, toy_latent, tmp_cache, m
 
     monkeypatch.setattr(C3LT, "_train", boom)
     b = make_c3lt(tiny_classifier, toy_latent)
-    b.fit(x[y == 0][:32], x[y == 1][:32], cache=cache, progress=False)
+    b.fit(x[y == 0][:32], x[y == 1][:32], cache=cache)
     for p, q in zip(a.maps.parameters(), b.maps.parameters()):
         assert torch.equal(p, q)
     assert b.info == a.info
     # a different config is a different cache entry
     with pytest.raises(AssertionError, match="retrained"):
         make_c3lt(tiny_classifier, toy_latent, beta=0.2).fit(
-            x[y == 0][:32], x[y == 1][:32], cache=cache, progress=False)
+            x[y == 0][:32], x[y == 1][:32], cache=cache)
 
 
 def test_c3lt_clear_errors(tiny_classifier, bars, toy_latent):
@@ -195,7 +207,7 @@ def test_c3lt_clear_errors(tiny_classifier, bars, toy_latent):
         ex.fit(x[y == 0][:16], x[y == 0][16:32])
     with pytest.raises(ValueError, match=r"\[-1, 1\]"):
         ex.fit(x[y == 0][:16] * 5, x[y == 1][:16])
-    ex.fit(x[y == 0][:16], x[y == 1][:16], progress=False)
+    ex.fit(x[y == 0][:16], x[y == 1][:16])
     with pytest.raises(ValueError, match="pair 0->1"):
         ex.explain(x[:4], target=7)
     with pytest.raises(ValueError, match="cls_type"):
@@ -215,7 +227,6 @@ def test_zoo_and_factory_end_to_end(tiny_classifier, bars, tmp_cache, monkeypatc
     """zoo.dcgan + zoo.c3lt_encoder + from_profile at the paper's widths, one step each."""
     import cflib.models.dcgan as dcgan_mod
     from cflib import zoo
-    from cflib.explainers import c3lt as c3lt_mod
     from cflib.profiles import get_profile
 
     x, y = bars
@@ -226,7 +237,7 @@ def test_zoo_and_factory_end_to_end(tiny_classifier, bars, tmp_cache, monkeypatc
     monkeypatch.setattr("cflib.data.load_split", fake_split)
     prof = get_profile("smoke", dcgan_subset=16, dcgan_epochs=1, encoder_epochs=1,
                        c3lt_epochs=1, c3lt_subset=8)
-    ex = c3lt_mod.from_profile(tiny_classifier, "mnist", (0, 1), prof, seed=0)
+    ex = C3LT.from_profile(tiny_classifier, dataset="mnist", profile=prof, seed=0, pair=(0, 1))
     assert ex.fitted and (ex.query_class, ex.target_class) == (0, 1)
     cf = ex.explain(x[y == 0][:4], 1)
     assert cf.x_cf.shape == (4, 1, 28, 28)
@@ -245,7 +256,7 @@ def test_zoo_and_factory_end_to_end(tiny_classifier, bars, tmp_cache, monkeypatc
     E, einfo = zoo.c3lt_encoder("mnist", prof, seed=0)
     assert isinstance(G, Generator) and isinstance(D, Discriminator)
     assert "loss_d" in info and "test_recon_l1" in einfo
-    ex2 = c3lt_mod.from_profile(tiny_classifier, "mnist", "0->1", prof, seed=0)
+    ex2 = C3LT.from_profile(tiny_classifier, dataset="mnist", profile=prof, seed=0, pair="0->1")
     assert torch.equal(ex2.explain(x[y == 0][:4], 1).x_cf, cf.x_cf)
     with pytest.raises(ValueError, match="equal"):
-        c3lt_mod.from_profile(tiny_classifier, "mnist", (1, 1), prof)
+        C3LT.from_profile(tiny_classifier, dataset="mnist", profile=prof, pair=(1, 1))

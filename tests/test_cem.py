@@ -59,10 +59,11 @@ def test_cem_batch_equals_single(tiny_classifier, queries):
 def test_cem_with_autoencoder_runs(tiny_classifier, queries):
     torch.manual_seed(0)
     ae = ConvAutoencoder()
-    cf = CEM(tiny_classifier, ae=ae, kappa=1.0, c_init=100.0, c_steps=1,
+    cf = CEM(tiny_classifier, autoencoder=ae, kappa=1.0, c_init=100.0, c_steps=1,
              max_iterations=5).explain(queries[:2], 1)
     assert cf.x_cf.shape == queries[:2].shape and cf.meta["autoencoder"] is True
-    assert all(not p.requires_grad for p in ae.parameters())
+    # the caller's autoencoder is left as it was: training mode, trainable
+    assert ae.training and all(p.requires_grad for p in ae.parameters())
 
 
 def test_cem_failure_is_a_mask(tiny_classifier, queries):
@@ -108,7 +109,6 @@ def test_cem_bad_input(tiny_classifier, queries):
 
 def test_cem_from_profile_uses_sizes_and_all_class_ae(tiny_classifier, monkeypatch):
     from cflib import zoo
-    from cflib.explainers import cem
 
     calls = []
 
@@ -117,12 +117,12 @@ def test_cem_from_profile_uses_sizes_and_all_class_ae(tiny_classifier, monkeypat
         return ConvAutoencoder(), {}
 
     monkeypatch.setattr(zoo, "autoencoder", fake_autoencoder)
-    ex = cem.from_profile(tiny_classifier, "mnist", (4, 9), "smoke", seed=3)
+    ex = CEM.from_profile(tiny_classifier, dataset="mnist", profile="smoke", seed=3, pair=(4, 9))
     assert calls == [("mnist", None, "smoke", 3)]
-    assert ex.ae is not None and ex.config.gamma > 0
+    assert ex.autoencoder is not None and ex.config.gamma > 0
     from cflib.profiles import get_profile
     smoke = get_profile("smoke")
     assert ex.config.max_iterations == smoke.cem_max_iterations
     assert ex.config.c_steps == smoke.cem_c_steps
     with pytest.raises(ValueError, match="equal"):
-        cem.from_profile(tiny_classifier, "mnist", (4, 4), "smoke")
+        CEM.from_profile(tiny_classifier, dataset="mnist", profile="smoke", pair=(4, 4))

@@ -26,11 +26,13 @@ def _changed_cells(x_cf, xq):
 
 def test_cve_feature_search_reaches_target(result):
     ex, cf = result
-    assert ex.last_feature_success.float().mean() >= 0.9
+    edits = cf.meta["n_edits"]
+    assert cf.meta["feature_success"].float().mean() >= 0.9
     assert cf.meta["feature_validity"] >= 0.9
-    assert ex.last_n_edits.shape == (len(cf),)
-    assert (ex.last_n_edits >= 1).all() and (ex.last_n_edits <= 16).all()
-    assert cf.meta["mean_edits"] == pytest.approx(ex.last_n_edits.float().mean().item())
+    assert edits.shape == (len(cf),)
+    assert (edits >= 1).all() and (edits <= 16).all()
+    assert cf.meta["mean_edits"] == pytest.approx(edits.float().mean().item())
+    assert not hasattr(ex, "last_n_edits")   # per-call results are returned, not stored
 
 
 def test_cve_grid_paste_copies_distractor_tiles(tiny_classifier, split):
@@ -41,9 +43,9 @@ def test_cve_grid_paste_copies_distractor_tiles(tiny_classifier, split):
     assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
     changed = _changed_cells(cf.x_cf, xq)
     # only inside pasted patches: at most one patch per edit
-    assert (changed.sum(1) <= ex.last_n_edits).all()
+    assert (changed.sum(1) <= cf.meta["n_edits"]).all()
     # each changed patch is a 7x7 patch of the chosen distractor image
-    d = xp[ex.last_distractor]
+    d = xp[cf.meta["distractor"]]
     dp = d.reshape(len(d), 1, 4, 7, 4, 7).permute(0, 2, 4, 1, 3, 5).reshape(len(d), 16, 49)
     cp = cf.x_cf.reshape(len(d), 1, 4, 7, 4, 7).permute(0, 2, 4, 1, 3, 5).reshape(len(d), 16, 49)
     for n in range(len(d)):
@@ -55,20 +57,19 @@ def test_cve_reproducible(tiny_classifier, split):
     xq, xp, yp = split
     ex = CVE(tiny_classifier, n_distractors=2, distractor_selection="random").fit(xp, yp)
     a = ex.explain(xq[:4], 1, seed=5)
-    ea = ex.last_n_edits.clone()
     b = ex.explain(xq[:4], 1, seed=5)
-    assert torch.equal(a.x_cf, b.x_cf) and torch.equal(ea, ex.last_n_edits)
+    assert torch.equal(a.x_cf, b.x_cf) and torch.equal(a.meta["n_edits"], b.meta["n_edits"])
 
 
 def test_cve_more_distractors_never_need_more_edits(tiny_classifier, split):
     xq, xp, yp = split
     for sel in ("nearest", "random"):  # both nest: the K=1 candidate is among the K=4 ones
         e1 = CVE(tiny_classifier, n_distractors=1, distractor_selection=sel).fit(xp, yp)
-        e1.explain(xq[:4], 1)
+        m1 = e1.explain(xq[:4], 1).meta
         e4 = CVE(tiny_classifier, n_distractors=4, distractor_selection=sel).fit(xp, yp)
-        e4.explain(xq[:4], 1)
-        ok = e1.last_feature_success
-        assert (e4.last_n_edits[ok] <= e1.last_n_edits[ok]).all()
+        m4 = e4.explain(xq[:4], 1).meta
+        ok = m1["feature_success"]
+        assert (m4["n_edits"][ok] <= m1["n_edits"][ok]).all()
 
 
 def test_cve_generic_head_matches_fast_path(tiny_classifier, split):
@@ -79,7 +80,7 @@ def test_cve_generic_head_matches_fast_path(tiny_classifier, split):
     slow = CVE(tiny_classifier, n_distractors=2).fit(xp, yp)
     slow._linear_head = lambda: None
     b = slow.explain(xq[:4], 1)
-    assert torch.equal(fast.last_n_edits, slow.last_n_edits)
+    assert torch.equal(a.meta["n_edits"], b.meta["n_edits"])
     assert torch.equal(a.x_cf, b.x_cf)
 
 
@@ -98,7 +99,7 @@ def test_cve_receptive_field_paste(result, split):
     assert cf.x_cf.shape == xq.shape
     assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
     boxes = ex.receptive_fields(xq.shape[1:])
-    d = xp[ex.last_distractor]
+    d = xp[cf.meta["distractor"]]
     changed = cf.x_cf != xq
     assert changed.flatten(1).any(1).all()          # every query got at least one edit
     for n in range(len(xq)):
@@ -111,7 +112,7 @@ def test_cve_receptive_field_paste(result, split):
         vals = cf.x_cf[n, 0][changed[n, 0]]
         assert torch.isin(vals, d[n, 0]).all()
     # the pasted area is at most n_edits windows of 16x16 pixels
-    assert (changed.flatten(1).sum(1) <= ex.last_n_edits * 256).all()
+    assert (changed.flatten(1).sum(1) <= cf.meta["n_edits"] * 256).all()
 
 
 def test_cve_receptive_paste_single_edit_is_a_shifted_window():
@@ -130,7 +131,7 @@ def test_cve_max_edits_caps_search(tiny_classifier, split):
     xq, xp, yp = split
     ex = CVE(tiny_classifier, n_distractors=1, max_edits=1, paste="grid").fit(xp, yp)
     cf = ex.explain(xq[:4], 1)
-    assert (ex.last_n_edits <= 1).all()
+    assert (cf.meta["n_edits"] <= 1).all()
     assert (_changed_cells(cf.x_cf, xq[:4]).sum(1) <= 1).all()
 
 
@@ -165,7 +166,6 @@ def test_cve_bad_pool(tiny_classifier, split):
 
 def test_cve_from_profile_uses_target_class_train_images(tiny_classifier, bars, monkeypatch):
     import cflib.data
-    from cflib.explainers import cve
 
     x, y = bars
     splits = []
@@ -175,7 +175,7 @@ def test_cve_from_profile_uses_target_class_train_images(tiny_classifier, bars, 
         return x, y
 
     monkeypatch.setattr(cflib.data, "load_split", fake_load_split)
-    ex = cve.from_profile(tiny_classifier, "mnist", "0->1", "smoke")
+    ex = CVE.from_profile(tiny_classifier, dataset="mnist", profile="smoke", pair="0->1")
     assert splits == [("mnist", "train")]
     from cflib.profiles import get_profile
     assert ex.config.n_distractors == get_profile("smoke").cve_n_distractors

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from cflib.explainers.expgan import ExpGAN, ExpGANConfig, from_profile
+from cflib.explainers.expgan import ExpGAN, ExpGANConfig
 
 # small and fast: the toy's bars are 4 of 28 columns, so the mask must be allowed
 # to cover ~20% of the pixels (kappa) and the steps must be large
@@ -109,10 +109,11 @@ def test_from_profile_uses_train_split_and_cache(tiny_classifier, bars, tmp_cach
         return bars
 
     monkeypatch.setattr(cflib.data, "load_split", fake_split)
-    ex = from_profile(tiny_classifier, "mnist", (0, 1), "smoke", seed=0)
+    ex = ExpGAN.from_profile(tiny_classifier, dataset="mnist", profile="smoke", seed=0, pair=(0, 1))
     assert calls == ["train"]
     assert ex.config.epochs == 1 and ex.pair == (0, 1)
     assert len(list(tmp_cache.glob("expgan-*.pt"))) == 1
     monkeypatch.setattr(ExpGAN, "_train", lambda *a, **k: pytest.fail("retrained"))
-    again = from_profile(tiny_classifier, "mnist", "0->1", "smoke", seed=0)
+    again = ExpGAN.from_profile(tiny_classifier, dataset="mnist", profile="smoke", seed=0,
+                                pair="0->1")
     assert torch.equal(again.explain(bars[0][:4], 1).x_cf, ex.explain(bars[0][:4], 1).x_cf)

@@ -1,5 +1,4 @@
 """Every metric on tiny inputs whose values are worked out by hand."""
-import math
 
 import pytest
 import torch

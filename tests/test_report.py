@@ -3,7 +3,9 @@ import pandas as pd
 import pytest
 
 from cflib import report
-from cflib.benchmark import COLUMNS, check_methods, with_pair_means
+from cflib.c3lt_benchmark import check_methods
+from cflib.reference import load_reported, reported_on_our_scale
+from cflib.results import COLUMNS, shape_checks, with_pair_means
 
 
 def rows(values):
@@ -20,12 +22,12 @@ def test_pair_means_are_means_over_pairs():
 
 
 def test_reported_values_are_the_reference_file():
-    rep = report.load_reported("c3lt", "mnist")
+    rep = load_reported("c3lt", "mnist")
     assert set(rep["direction"]) <= {"lower", "higher"}
     im1 = rep[(rep["method"] == "C3LT") & (rep["metric"] == "IM1")]["value"].item()
     assert im1 > 0
     # IM2 and KID come back to our scale: the table's x10 and x1e3 divided out
-    ours = report.reported_on_our_scale("c3lt", "mnist")
+    ours = reported_on_our_scale("c3lt", "mnist")
     im2x10 = rep[(rep["method"] == "CEM") & (rep["metric"] == "IM2x10")]["value"].item()
     im2 = ours[(ours["method"] == "CEM") & (ours["metric"] == "IM2")]["value"].item()
     assert im2 == pytest.approx(im2x10 / 10)
@@ -36,17 +38,43 @@ def test_comparison_table_puts_ours_beside_paper_on_table_scale():
                                ("4->9", "Adv. Attack", "IM1"): 2.0}))
     t = report.comparison_table(df, "c3lt", "mnist", metrics=["IM1", "IM2"])
     assert t.loc["CEM", ("IM2 (x10)", "ours")] == pytest.approx(1.0)
-    paper = report.load_reported("c3lt", "mnist")
+    paper = load_reported("c3lt", "mnist")
     cem_im2 = paper[(paper["method"] == "CEM") & (paper["metric"] == "IM2x10")]["value"].item()
     assert t.loc["CEM", ("IM2 (x10)", "paper")] == pytest.approx(cem_im2)
     assert pd.isna(t.loc["Adv. Attack", ("IM2 (x10)", "paper")])
 
 
-def test_shape_checks_evaluate_orderings():
-    df = with_pair_means(rows({("4->9", "A", "IM1"): 1.0, ("4->9", "B", "IM1"): 2.0}))
-    out = report.shape_checks(df, [("IM1", "A", "<", "B"), ("IM1", "A", ">", "B"),
-                                   ("IM1", "A", "<", "missing")])
-    assert out["holds"].tolist() == [True, False]
+def test_shape_checks_evaluate_orderings_in_each_metrics_direction():
+    df = with_pair_means(rows({("4->9", "A", "IM1"): 1.0, ("4->9", "B", "IM1"): 2.0,
+                               ("4->9", "A", "COUT"): 0.1, ("4->9", "B", "COUT"): 0.5}))
+    exp = pd.DataFrame([
+        {"metric": "IM1", "method": "A", "relation": "better", "other": "B", "source": ""},
+        {"metric": "IM1", "method": "B", "relation": "better", "other": "A", "source": ""},
+        {"metric": "COUT", "method": "A", "relation": "better", "other": "B", "source": ""},
+        {"metric": "COUT", "method": "B", "relation": "best", "other": "", "source": ""},
+        {"metric": "IM1", "method": "A", "relation": "better", "other": "missing", "source": ""},
+    ])
+    out = shape_checks(df[df["pair"] == "mean"], "c3lt", expectations=exp)
+    # IM1 is lower-is-better, COUT higher-is-better; the missing method is skipped
+    assert out["holds"].tolist() == [True, False, False, True]
+    assert out["direction"].tolist() == ["↓", "↓", "↑", "↑"]
+    # the committed expectations of the C3LT table name methods of the catalog
+    from cflib.explainers import METHODS
+    from cflib.reference import expected_orderings
+    c3lt = expected_orderings("c3lt")
+    assert set(c3lt["method"]) | set(c3lt["other"]) <= set(METHODS)
+
+
+def test_reported_directions_agree_with_the_metric_specs():
+    from cflib.metrics.spec import get_spec
+    from cflib.reference import REPORTED_NAMES
+
+    rep = load_reported()
+    for name, direction in set(zip(rep["metric"], rep["direction"])):
+        ours = REPORTED_NAMES.get(name, (name,))[0]
+        if ours in ("Overhead",):  # the quantization chapter declares it
+            continue
+        assert get_spec(ours).direction == direction, name
 
 
 def test_unknown_method_is_named():
@@ -55,8 +83,6 @@ def test_unknown_method_is_named():
 
 
 def bayes_rows():
-    from cflib.bayes_benchmark import COLUMNS as BC
-
     vals = {("PSCE", "IM1"): [0.9, 1.1], ("Wachter", "IM1"): [1.4, 1.6],
             ("PSCE", "Robustness_Ratio_1e-3"): [1.0, 1.0],
             ("Wachter", "Robustness_Ratio_1e-3"): [0.8, 0.9]}
@@ -66,14 +92,14 @@ def bayes_rows():
     rows_.append({"dataset": "mnist", "pair": "all", "method": "Classifier",
                   "setting": "mc_dropout", "metric": "Accuracy", "value": 0.99, "seed": 0,
                   "profile": "smoke", "repeat": -1})
-    return pd.DataFrame(rows_)[BC]
+    return pd.DataFrame(rows_)
 
 
 def test_bayes_table_mean_sd_and_paper_im1():
     t = report.bayes_table(bayes_rows(), "mc_dropout")
     assert t.loc["PSCE", ("IM1", "ours")] == pytest.approx(1.0)
     assert t.loc["PSCE", ("IM1", "± sd")] == pytest.approx(0.1414, abs=1e-3)
-    paper = report.load_reported("bayes", "mnist")
+    paper = load_reported("bayes", "mnist")
     want = paper[(paper["method"] == "PSCE") & (paper["setting"] == "mc_dropout")
                  & (paper["metric"] == "IM1")]["value"].item()
     assert t.loc["PSCE", ("IM1", "paper")] == want
@@ -85,23 +111,24 @@ def test_bayes_table_mean_sd_and_paper_im1():
 
 
 def test_bayes_summary_and_psce_checks():
-    from cflib.bayes_benchmark import shape_checks, summarise
+    from cflib.bayes_benchmark import shape_checks as bayes_checks
+    from cflib.bayes_benchmark import summarise
 
     s = summarise(bayes_rows())
     assert "Classifier" not in set(s["method"])
     row = s[(s["method"] == "Wachter") & (s["metric"] == "IM1")]
     assert row["mean"].item() == pytest.approx(1.5) and row["n"].item() == 2
-    checks = shape_checks(s).set_index("expectation")["holds"]
-    assert checks["IM1: PSCE lowest"] and checks["Robustness_Ratio_1e-3: PSCE highest"]
+    checks = bayes_checks(s).set_index("expectation")["holds"]
+    assert checks["IM1: PSCE best"] and checks["Robustness_Ratio_1e-3: PSCE best"]
     worse = bayes_rows()
     worse.loc[(worse["method"] == "PSCE") & (worse["metric"] == "IM1"), "value"] = 2.0
-    assert not shape_checks(summarise(worse)).set_index("expectation")["holds"]["IM1: PSCE lowest"]
+    assert not bayes_checks(summarise(worse)).set_index("expectation")["holds"]["IM1: PSCE best"]
 
 
 def test_markdown_ours_paper():
     df = with_pair_means(rows({("4->9", "CEM", "IM1"): 1.5}))
     md = report.markdown_ours_paper(report.comparison_table(df, "c3lt", "mnist", metrics=["IM1"]))
-    paper = report.load_reported("c3lt", "mnist")
+    paper = load_reported("c3lt", "mnist")
     cem = paper[(paper["method"] == "CEM") & (paper["metric"] == "IM1")]["value"].item()
     assert md.splitlines()[2] == f"| CEM | 1.5 / {cem:.3g} |"
 

@@ -1,15 +1,51 @@
-"""Counterfactual explainers, one module per method, one shared base.
+"""Counterfactual explainers: one module per method, one shared base, one catalog.
+
+:data:`METHODS` maps each method's name, spelled as the papers spell it, to its
+class; every class builds itself for a profile with the same call::
+
+    METHODS["C3LT"].from_profile(classifier, dataset="mnist", profile="smoke",
+                                 seed=0, pair=(4, 9))
 
 C3LT table (Khorram & Fuxin 2022): Original Data, Adv. Attack, CEM, CVE, ExpGAN, C3LT.
 Bayesian classifiers (Duell & Fan 2026): Wachter, BayesCF, ROAR, Schut, PSCE.
 """
-from cflib.explainers.base import Counterfactuals, Explainer, ExplainerConfig
 from cflib.explainers.adversarial import AdvAttack, AdvAttackConfig
-from cflib.explainers.original import OriginalData, OriginalDataConfig
+from cflib.explainers.base import (
+    DATA_KEYS,
+    Counterfactuals,
+    Explainer,
+    ExplainerConfig,
+    check_images,
+    predict,
+)
+from cflib.explainers.c3lt import C3LT, C3LTConfig
 from cflib.explainers.cem import CEM, CEMConfig
 from cflib.explainers.cve import CVE, CVEConfig
 from cflib.explainers.expgan import ExpGAN, ExpGANConfig
+from cflib.explainers.original import OriginalData, OriginalDataConfig
+from cflib.explainers.psce import PSCE, PSCEConfig
+from cflib.explainers.roar import ROAR, ROARConfig
+from cflib.explainers.schut import Schut, SchutConfig
+from cflib.explainers.wachter import BayesCF, Wachter, WachterConfig
+from cflib.scopes import frozen, seeded
 
-__all__ = ["Counterfactuals", "Explainer", "ExplainerConfig", "AdvAttack", "AdvAttackConfig",
-           "OriginalData", "OriginalDataConfig", "CEM", "CEMConfig", "CVE", "CVEConfig",
-           "ExpGAN", "ExpGANConfig"]
+#: the catalog: method name as the papers spell it -> explainer class
+METHODS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
+    OriginalData, AdvAttack, CEM, CVE, ExpGAN, C3LT,
+    Wachter, BayesCF, ROAR, Schut, PSCE,
+)}
+
+
+def get_method(name: str) -> type[Explainer]:
+    """The explainer class of a method name, or a ValueError listing the names."""
+    if name not in METHODS:
+        raise ValueError(f"unknown method {name!r}; choose one of {list(METHODS)}")
+    return METHODS[name]
+
+
+__all__ = ["METHODS", "DATA_KEYS", "get_method", "Counterfactuals", "Explainer",
+           "ExplainerConfig", "check_images", "predict", "frozen", "seeded",
+           "OriginalData", "OriginalDataConfig", "AdvAttack", "AdvAttackConfig",
+           "CEM", "CEMConfig", "CVE", "CVEConfig", "ExpGAN", "ExpGANConfig",
+           "C3LT", "C3LTConfig", "Wachter", "BayesCF", "WachterConfig", "ROAR", "ROARConfig",
+           "Schut", "SchutConfig", "PSCE", "PSCEConfig"]

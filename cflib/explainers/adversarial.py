@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
+from cflib.progress import progress
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,22 @@ class AdvAttackConfig(ExplainerConfig):
     steps: int = 100
     random_start: bool = True
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.eps <= 0 or self.alpha <= 0 or self.steps < 1:
+            raise ValueError(f"need eps > 0, alpha > 0 and steps >= 1; got eps={self.eps}, "
+                             f"alpha={self.alpha}, steps={self.steps}")
+
 
 class AdvAttack(Explainer):
     name = "Adv. Attack"
     Config = AdvAttackConfig
+
+    @classmethod
+    def profile_config(cls, profile, seed):
+        """``profile.adv_steps`` steps, alpha scaled so that eps is reachable."""
+        eps = AdvAttackConfig.eps
+        return {"steps": profile.adv_steps, "alpha": max(2.5 * eps / profile.adv_steps, 0.01)}
 
     def _generate(self, x, target, query, generator):
         cfg = self.config
@@ -37,7 +50,7 @@ class AdvAttack(Explainer):
             if cfg.random_start:
                 delta = (torch.rand(xb.shape, generator=generator).to(xb.device) * 2 - 1) * cfg.eps
             adv = (xb + delta).clamp(X_MIN, X_MAX)
-            for _ in range(cfg.steps):
+            for _ in progress(range(cfg.steps), desc=self.name):
                 adv.requires_grad_(True)
                 loss = F.cross_entropy(self.classifier(adv), tb)
                 (grad,) = torch.autograd.grad(loss, adv)
@@ -47,11 +60,3 @@ class AdvAttack(Explainer):
             out[i:i + cfg.batch_size] = adv.detach()
         return out
 
-
-def from_profile(classifier, dataset, pair, profile, seed: int = 0) -> AdvAttack:
-    """Targeted PGD with the profile's number of steps (alpha scaled so eps is reachable)."""
-    from cflib.profiles import get_profile
-
-    prof = get_profile(profile)
-    eps = AdvAttackConfig.eps
-    return AdvAttack(classifier, steps=prof.adv_steps, alpha=max(2.5 * eps / prof.adv_steps, 0.01))

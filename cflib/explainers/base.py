@@ -6,6 +6,12 @@ method needs: a generator, an autoencoder, ...) and a frozen dataclass config;
 learned methods train in :meth:`Explainer.fit`; :meth:`Explainer.explain` turns a
 whole batch of query images into a :class:`Counterfactuals` record at once.
 Tensors follow the classifier's device.
+
+The caller's objects are never changed: :meth:`Explainer.explain` and
+:meth:`Explainer.fit` run the classifier and every network the method was given
+inside :func:`frozen` (evaluation mode, no parameter gradients, both restored on
+exit) and draw their randomness inside :func:`seeded` (the global RNG state is
+restored on exit).  Per-call results are returned, never stored on the explainer.
 """
 from __future__ import annotations
 
@@ -17,8 +23,21 @@ import torch
 from torch import nn
 
 import cflib
+from cflib.scopes import frozen, seeded
 
 X_MIN, X_MAX = -1.0, 1.0  # every image in the project lives in [-1, 1]
+
+#: what ``from_profile(..., **data)`` may be given instead of what the method would load
+DATA_KEYS = {
+    "train": "(x, y) training images a learned method fits on (default: the dataset's train split)",
+    "pool": "(x, y) real images to draw from (Original Data: target-class test images; "
+            "CVE: distractor candidates)",
+    "autoencoder": "the all-class autoencoder of CEM's and PSCE's loss (default: cflib.zoo)",
+    "generator": "C3LT's frozen DCGAN generator (default: cflib.zoo.dcgan)",
+    "discriminator": "C3LT's frozen DCGAN discriminator (default: cflib.zoo.dcgan)",
+    "encoder": "C3LT's frozen encoder (default: cflib.zoo.c3lt_encoder)",
+    "cache": "True (default) to keep learned weights in the weight cache, False to train afresh",
+}
 
 
 @dataclass(frozen=True)
@@ -27,13 +46,19 @@ class ExplainerConfig:
 
     batch_size: int = 256  # images pushed through the model at once
 
+    def __post_init__(self):
+        if int(self.batch_size) < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
 
 @dataclass
 class Counterfactuals:
     """A batch of counterfactuals and what is known about them.
 
     ``success`` is a mask (failure is recorded, never a row of NaNs);
-    ``seconds`` is the wall time of :meth:`Explainer.explain` for the batch.
+    ``seconds`` is the wall time of :meth:`Explainer.explain` for the batch;
+    ``meta`` holds the config, the seed and what the method reports per call
+    (e.g. CVE's number of edits).
     """
 
     x: torch.Tensor
@@ -58,11 +83,17 @@ class Counterfactuals:
         return self.success.float().mean().item()
 
     def cpu(self) -> "Counterfactuals":
-        kw = {k: (v.detach().cpu() if torch.is_tensor(v) else v)
-              for k, v in self.__dict__.items()}
-        return Counterfactuals(**kw)
+        def move(v):
+            if torch.is_tensor(v):
+                return v.detach().cpu()
+            if isinstance(v, dict):
+                return {k: move(u) for k, u in v.items()}
+            return v
+
+        return Counterfactuals(**{k: move(v) for k, v in self.__dict__.items()})
 
 
+# -- input checks ------------------------------------------------------------------------
 def model_device(model: nn.Module) -> torch.device:
     """The device of a model's first parameter or buffer (CPU if it has none)."""
     for t in model.parameters():
@@ -93,35 +124,50 @@ def check_images(x: torch.Tensor, name: str = "x") -> None:
         )
 
 
-def as_target(target, n: int, device) -> torch.Tensor:
-    """Broadcast an int or a tensor of class indices to a (n,) int64 tensor."""
-    t = torch.as_tensor(target, device=device).long()
+def as_target(target, n: int, device, n_classes: int = 10) -> torch.Tensor:
+    """Broadcast an int or a tensor of class indices to a (n,) int64 tensor.
+
+    ``n_classes`` is the classifier's output width: targets must be in
+    ``0 .. n_classes - 1``.
+    """
+    t = torch.as_tensor(target, device=device)
+    if t.is_floating_point() and not torch.equal(t, t.round()):
+        raise ValueError(f"target must hold class indices, got {target!r}")
+    t = t.long()
     if t.dim() == 0:
         t = t.expand(n).clone()
     if t.shape != (n,):
         raise ValueError(f"target must be an int or have shape ({n},), got {tuple(t.shape)}")
-    if (t < 0).any() or (t > 9).any():
-        raise ValueError(f"target classes must be in 0..9, got {t.unique().tolist()}")
+    if (t < 0).any() or (t >= n_classes).any():
+        raise ValueError(f"target classes must be in 0..{n_classes - 1} (the classifier has "
+                         f"{n_classes} outputs), got {t.unique().tolist()}")
     return t
 
 
 @torch.no_grad()
 def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
-    """Batched softmax probabilities of a classifier (evaluation mode)."""
-    was_training = model.training
-    model.eval()
-    dev = model_device(model)
-    out = [torch.softmax(model(x[i:i + batch_size].to(dev)), dim=1)
-           for i in range(0, len(x), batch_size)]
-    model.train(was_training)
+    """Batched softmax probabilities of a classifier (evaluation mode, restored after)."""
+    with frozen(model):
+        dev = model_device(model)
+        out = [torch.softmax(model(x[i:i + batch_size].to(dev)), dim=1)
+               for i in range(0, len(x), batch_size)]
     return torch.cat(out)
 
 
+def n_classes_of(model: nn.Module, x: torch.Tensor) -> int:
+    """The classifier's output width, read off one forward pass on ``x[:1]``."""
+    with torch.no_grad(), frozen(model):
+        return int(model(x[:1].to(model_device(model))).shape[1])
+
+
+# -- the base class ------------------------------------------------------------------------
 class Explainer:
-    """Base class: subclasses implement :meth:`_generate` for a whole batch.
+    """Base class: subclasses implement :meth:`_generate` (or :meth:`_search`) for a batch.
 
     Subclasses set ``name`` as the paper spells the method and ``Config`` to their
-    frozen dataclass of arguments.
+    frozen dataclass of arguments.  Build one directly (``Method(classifier,
+    config)`` or with the config's fields as keywords) or with the sizes of a
+    profile through :meth:`from_profile`.
     """
 
     name: str = "Explainer"
@@ -132,27 +178,78 @@ class Explainer:
                  **kwargs):
         if config is not None and kwargs:
             raise TypeError("pass either a config or keyword arguments, not both")
+        if not isinstance(classifier, nn.Module):
+            raise TypeError(f"{self.name} explains a torch.nn.Module classifier, got "
+                            f"{type(classifier).__name__}")
         self.config = config if config is not None else self.Config(**kwargs)
         if not isinstance(self.config, self.Config):
             raise TypeError(f"{self.name} needs a {self.Config.__name__}, got "
                             f"{type(self.config).__name__}")
-        self.classifier = classifier.eval()
-        for p in self.classifier.parameters():
-            p.requires_grad_(False)
+        self.classifier = classifier
         self.fitted = not self.learned
 
+    # -- construction from a profile ----------------------------------------------------
+    @classmethod
+    def from_profile(cls, classifier: nn.Module, *, dataset: str, profile="standard",
+                     seed: int = 0, pair=None, **data) -> "Explainer":
+        """The method with the sizes of ``profile`` (fitted when it learns).
+
+        ``dataset`` names the data a learned method trains on and the cached
+        networks it needs; ``pair`` is the (query, target) class pair a per-pair
+        method (CVE, ExpGAN, C3LT) is built for; ``data`` replaces what would be
+        loaded (see :data:`DATA_KEYS`).  Every method accepts the same call.
+        """
+        from cflib.data import canonical_dataset, check_pair, parse_pair
+        from cflib.profiles import get_profile
+
+        unknown = sorted(set(data) - set(DATA_KEYS))
+        if unknown:
+            raise TypeError(f"unknown data argument(s) {unknown}; from_profile takes "
+                            f"{sorted(DATA_KEYS)}")
+        dataset, prof = canonical_dataset(dataset), get_profile(profile)
+        if pair is not None:
+            pair = check_pair(dataset, *parse_pair(pair))
+        return cls._from_profile(classifier, dataset, prof, int(seed), pair, data)
+
+    @classmethod
+    def _from_profile(cls, classifier, dataset, profile, seed, pair, data) -> "Explainer":
+        return cls(classifier, cls.Config(**cls.profile_config(profile, seed)))
+
+    @classmethod
+    def profile_config(cls, profile, seed: int) -> dict:
+        """Config fields that ``profile`` sets (sizes only, never the algorithm)."""
+        return {}
+
+    @staticmethod
+    def _need_pair(name: str, pair) -> tuple[int, int]:
+        if pair is None:
+            raise ValueError(f"{name} is built per class pair: pass pair=(query, target)")
+        return pair
+
+    # -- networks ---------------------------------------------------------------------------
     @property
     def device(self) -> torch.device:
         return model_device(self.classifier)
+
+    def frozen_networks(self) -> dict[str, nn.Module]:
+        """Pretrained networks besides the classifier that the method depends on."""
+        return {}
+
+    def _caller_networks(self) -> list[nn.Module]:
+        return [self.classifier, *self.frozen_networks().values()]
+
+    def _check_same_device(self, **nets: nn.Module | None) -> None:
+        """The networks a method is given must sit on the classifier's device (we never
+        move the caller's modules)."""
+        for name, net in nets.items():
+            if net is not None and model_device(net) != self.device:
+                raise ValueError(f"the {name} is on {model_device(net)} but the classifier on "
+                                 f"{self.device}; move it first ({name}.to({str(self.device)!r}))")
 
     def fit(self, *args, **kwargs) -> "Explainer":
         """Train what the method learns (no-op for optimisation-based methods)."""
         self.fitted = True
         return self
-
-    def frozen_networks(self) -> dict[str, nn.Module]:
-        """Pretrained networks besides the classifier that a learned method depends on."""
-        return {}
 
     def _cached_fit(self, net: nn.Module, cache: dict | None,
                     train: Callable[[nn.Module], dict | None]) -> dict:
@@ -161,30 +258,34 @@ class Explainer:
         ``cache`` (dataset, pair, profile, seed, ...) plus the method's name, its
         config, and the fingerprints of the classifier and of every frozen network
         in ``self.frozen_networks()`` form the cache key; ``None`` trains without
-        caching.
+        caching.  The caller's networks are frozen and the global RNG restored.
         """
         from cflib.training import cached, fingerprint
 
-        if cache is None:
-            torch.manual_seed(int(getattr(self.config, "seed", 0) or 0))
-            info = train(net) or {}
-        else:
-            nets = {"classifier": self.classifier, **self.frozen_networks()}
-            cfg = {**cache, "method": self.name, "config": asdict(self.config),
-                   "networks": {k: fingerprint(m) for k, m in nets.items()}}
-            kind = self.name.lower().replace(" ", "_").replace(".", "")
-            _, info = cached(kind, cfg, lambda: net, train, self.device)
+        with frozen(*self._caller_networks()):
+            if cache is None:
+                with seeded(int(getattr(self.config, "seed", 0) or 0)):
+                    info = train(net) or {}
+            else:
+                nets = {"classifier": self.classifier, **self.frozen_networks()}
+                cfg = {**cache, "method": self.name, "config": asdict(self.config),
+                       "networks": {k: fingerprint(m) for k, m in nets.items()}}
+                kind = self.name.lower().replace(" ", "_").replace(".", "")
+                _, info = cached(kind, cfg, lambda: net, train, self.device)
         net.eval()
         self.fitted = True
         return info
 
+    # -- explaining -------------------------------------------------------------------------
     def _generate(self, x: torch.Tensor, target: torch.Tensor, query: torch.Tensor,
-                  generator: torch.Generator | None) -> torch.Tensor:
+                  generator: torch.Generator | None):
         """Counterfactuals for the batch; ``generator`` is a seeded CPU generator.
 
-        The default runs ``self._search(x_chunk, target_chunk)`` over chunks of
-        ``config.batch_size`` images (each chunk optimised as one batch), for
-        methods whose search needs no randomness or query labels.
+        Returns the counterfactual images, or ``(images, meta)`` where ``meta`` holds
+        per-call results to record.  The default runs ``self._search(x_chunk,
+        target_chunk)`` over chunks of ``config.batch_size`` images (each chunk
+        optimised as one batch), for methods whose search needs no randomness or
+        query labels.
         """
         if not hasattr(self, "_search"):
             raise NotImplementedError(f"{type(self).__name__} implements neither _generate nor _search")
@@ -195,33 +296,68 @@ class Explainer:
         return out
 
     def explain(self, x: torch.Tensor, target, seed: int | None = 0) -> Counterfactuals:
-        """Counterfactuals for a batch ``x`` (N, C, H, W) in [-1, 1] towards ``target``."""
+        """Counterfactuals for a batch ``x`` (N, C, H, W) in [-1, 1] towards ``target``.
+
+        ``target`` is a class index or one per image.  ``seed`` seeds the method's
+        randomness (``None``: the global RNG as it stands); the global RNG state, the
+        classifier's mode and its parameters' ``requires_grad`` flags are the same
+        after the call as before.
+        """
         check_images(x)
         if not self.fitted:
             raise RuntimeError(f"{self.name} is a learned method: call fit() before explain()")
         dev = self.device
-        x = x.to(dev)
-        target = as_target(target, len(x), dev)
-        pred = predict(self.classifier, x).argmax(1)
-        gen = None
-        if seed is not None:
-            torch.manual_seed(seed)
-            gen = torch.Generator().manual_seed(seed)  # CPU: same draws on every device
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
-        x_cf = self._generate(x, target, pred, gen)
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        seconds = time.perf_counter() - t0
-        x_cf = x_cf.detach().clamp(X_MIN, X_MAX)
-        pred_cf = predict(self.classifier, x_cf).argmax(1)
+        with frozen(*self._caller_networks()):
+            x = x.to(dev)
+            probs = predict(self.classifier, x)
+            target = as_target(target, len(x), dev, probs.shape[1])
+            pred = probs.argmax(1)
+            with seeded(seed) as gen:
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                t0 = time.perf_counter()
+                out = self._generate(x, target, pred, gen)
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                seconds = time.perf_counter() - t0
+            x_cf, extra = out if isinstance(out, tuple) else (out, {})
+            x_cf = x_cf.detach().clamp(X_MIN, X_MAX)
+            pred_cf = predict(self.classifier, x_cf).argmax(1)
         return Counterfactuals(
             x=x, x_cf=x_cf, target=target, pred=pred, pred_cf=pred_cf,
             success=pred_cf == target, seconds=seconds, method=self.name,
             meta={"config": asdict(self.config) if is_dataclass(self.config) else {},
-                  "seed": seed, "cflib_version": cflib.__version__, "device": str(dev)},
+                  "seed": seed, "cflib_version": cflib.__version__, "device": str(dev),
+                  **extra},
         )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"
+
+
+class AutoencoderExplainer(Explainer):
+    """Base of the methods whose loss holds an autoencoder term (CEM, PSCE).
+
+    ``autoencoder`` is the caller's all-class autoencoder (``None``: no term); it is
+    frozen during ``explain`` like the classifier.  :meth:`from_profile` takes it from
+    :func:`cflib.zoo.autoencoder` (cached) unless ``autoencoder=`` is given.
+    """
+
+    def __init__(self, classifier: nn.Module, config: ExplainerConfig | None = None, *,
+                 autoencoder: nn.Module | None = None, **kwargs):
+        super().__init__(classifier, config, **kwargs)
+        self._check_same_device(autoencoder=autoencoder)
+        self.autoencoder = autoencoder
+
+    def frozen_networks(self) -> dict[str, nn.Module]:
+        return {} if self.autoencoder is None else {"autoencoder": self.autoencoder}
+
+    @classmethod
+    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
+        if "autoencoder" in data:        # autoencoder=None: no autoencoder term
+            ae = data["autoencoder"]
+        else:
+            from cflib import zoo
+
+            ae, _ = zoo.autoencoder(dataset, None, profile, seed, device=model_device(classifier))
+        return cls(classifier, cls.Config(**cls.profile_config(profile, seed)), autoencoder=ae)

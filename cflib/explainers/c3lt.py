@@ -56,9 +56,10 @@ from itertools import chain
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
-from cflib.explainers.base import Explainer, ExplainerConfig, check_images, model_device
+from cflib.explainers.base import Explainer, ExplainerConfig, check_images, n_classes_of, predict
+from cflib.progress import progress
+from cflib.scopes import frozen, seeded
 
 CLS_TYPES = ("nll", "hinge")
 
@@ -104,6 +105,7 @@ class C3LTConfig(ExplainerConfig):
     seed: int = 0
 
     def __post_init__(self):
+        super().__post_init__()
         if self.cls_type not in CLS_TYPES:
             raise ValueError(f"cls_type must be one of {CLS_TYPES}, got {self.cls_type!r}")
         if self.n_steps < 1:
@@ -249,13 +251,6 @@ def perceptual_loss(imgs_1: torch.Tensor, imgs_2: torch.Tensor, classifier: nn.M
 
 # ----------------------------------------------------------------------------- explainer
 
-def _freeze(m: nn.Module) -> nn.Module:
-    m.eval()
-    for p in m.parameters():
-        p.requires_grad_(False)
-    return m
-
-
 class C3LT(Explainer):
     """C3LT counterfactuals: ``x' = G(g^n(E(x)))`` with g learned per class pair.
 
@@ -277,10 +272,11 @@ class C3LT(Explainer):
         if generator is None or encoder is None:
             raise TypeError("C3LT needs a pretrained generator and encoder "
                             "(see cflib.zoo.dcgan and cflib.zoo.c3lt_encoder)")
-        dev = self.device
-        self.generator = _freeze(generator.to(dev))
-        self.encoder = _freeze(encoder.to(dev))
-        self.discriminator = _freeze(discriminator.to(dev)) if discriminator is not None else None
+        self._check_same_device(generator=generator, encoder=encoder,
+                                discriminator=discriminator)
+        self.generator = generator
+        self.encoder = encoder
+        self.discriminator = discriminator
         self.maps: C3LTMappings | None = None
         self.query_class: int | None = None
         self.target_class: int | None = None
@@ -298,15 +294,15 @@ class C3LT(Explainer):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Latent codes ``E(x)`` (N, d, 1, 1), in batches of ``batch_size``."""
         bs = self.config.batch_size
-        return torch.cat([self.encoder(x[i:i + bs].to(self.device))
-                          for i in range(0, len(x), bs)])
+        with frozen(self.encoder):
+            return torch.cat([self.encoder(x[i:i + bs].to(self.device))
+                              for i in range(0, len(x), bs)])
 
     def _majority_class(self, x: torch.Tensor) -> int:
-        from cflib.explainers.base import predict
         return int(predict(self.classifier, x).argmax(1).mode().values)
 
     def _check_latent(self, x: torch.Tensor) -> None:
-        with torch.no_grad():
+        with torch.no_grad(), frozen(self.encoder, self.generator):
             z = self.encoder(x[:2].to(self.device))
             img = self.generator(z)
         d = self.config.latent_dim
@@ -319,8 +315,7 @@ class C3LT(Explainer):
 
     # -- training ----------------------------------------------------------------------
     def fit(self, x_query: torch.Tensor, x_target: torch.Tensor, cache: dict | None = None,
-            *, query_class: int | None = None, target_class: int | None = None,
-            progress: bool | None = None) -> "C3LT":
+            *, query_class: int | None = None, target_class: int | None = None) -> "C3LT":
         """Learn g and h on training images of the two classes (``train_c3lt``).
 
         ``x_query`` are images of the query class c, ``x_target`` of the CF class c'
@@ -341,28 +336,29 @@ class C3LT(Explainer):
         if q == t:
             raise ValueError(f"the query and CF classes are both {q}; pass query_class= "
                              "and target_class= or images of two different classes")
+        k = n_classes_of(self.classifier, x_query)
         for c in (q, t):
-            if not 0 <= c <= 9:
-                raise ValueError(f"class {c} is not one of the 10 classes 0..9")
+            if not 0 <= c < k:
+                raise ValueError(f"class {c} is not one of the classifier's {k} classes 0..{k - 1}")
         self.query_class, self.target_class = q, t
         self.image_shape = tuple(x_query.shape[1:])
 
         cfg = self.config
-        torch.manual_seed(cfg.seed)  # the same initial g and h on every device
-        net = C3LTMappings(cfg.latent_dim).to(self.device)
+        with seeded(cfg.seed):  # the same initial g and h on every device
+            net = C3LTMappings(cfg.latent_dim).to(self.device)
         if cache is not None:
             cache = {**cache, "query_class": q, "target_class": t,
                      "n_query": len(x_query), "n_target": len(x_target)}
 
         def train(m: C3LTMappings) -> dict:
-            return self._train(m, x_query, x_target, q, t, progress)
+            return self._train(m, x_query, x_target, q, t)
 
         self.info = self._cached_fit(net, cache, train)
-        self.maps = _freeze(net)
+        self.maps = net.eval().requires_grad_(False)
         return self
 
     def _train(self, maps: C3LTMappings, x_q: torch.Tensor, x_t: torch.Tensor,
-               q: int, t: int, progress: bool | None) -> dict:
+               q: int, t: int) -> dict:
         cfg, dev = self.config, self.device
         G, D, f = self.generator, self.discriminator, self.classifier
         use_adv = cfg.gamma > 0
@@ -380,8 +376,7 @@ class C3LT(Explainer):
         n = min(len(x_q), len(x_t))
         maps.train()
         hist: list[dict] = []
-        disable = None if progress is None else not progress
-        for _ in tqdm(range(cfg.epochs), desc=f"C3LT {q}->{t}", disable=disable):
+        for _ in progress(range(cfg.epochs), desc=f"C3LT {q}->{t}"):
             perm_q, perm_t = torch.randperm(len(x_q), generator=gen), torch.randperm(len(x_t), generator=gen)
             sums, seen = torch.zeros(6), 0
             for i in range(0, n, cfg.batch_size):
@@ -431,6 +426,42 @@ class C3LT(Explainer):
             info.update({f"last_{k}": v for k, v in hist[-1].items()})
         return info
 
+    # -- construction from a profile ---------------------------------------------------
+    @classmethod
+    def profile_config(cls, profile, seed):
+        return {"epochs": profile.c3lt_epochs, "seed": seed}
+
+    @classmethod
+    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
+        """A fitted C3LT for ``pair`` (query, target) at the sizes of ``profile``.
+
+        G and D come from :func:`cflib.zoo.dcgan` (``dcgan_epochs`` epochs on
+        ``dcgan_subset`` training images), E from :func:`cflib.zoo.c3lt_encoder`
+        (``encoder_epochs`` epochs), both once per dataset, unless ``generator=``,
+        ``discriminator=`` and ``encoder=`` are given; g and h train for
+        ``c3lt_epochs`` epochs on ``c3lt_subset`` training images per class (from
+        ``train`` when given), through the weight cache.
+        """
+        from cflib import zoo
+        from cflib.data import class_subset, load_split
+        from cflib.explainers.base import model_device
+
+        q, t = cls._need_pair(cls.name, pair)
+        dev = model_device(classifier)
+        G, D, E = data.get("generator"), data.get("discriminator"), data.get("encoder")
+        if G is None:
+            (G, D), _ = zoo.dcgan(dataset, profile, seed, device=dev)
+        if E is None:
+            E, _ = zoo.c3lt_encoder(dataset, profile, seed, device=dev)
+        x, y = data["train"] if data.get("train") is not None else load_split(dataset, "train")
+        xq, _ = class_subset(x, y, q, n=profile.c3lt_subset, seed=seed)
+        xt, _ = class_subset(x, y, t, n=profile.c3lt_subset, seed=seed + 1)
+        cache = ({"dataset": dataset, "pair": f"{q}->{t}", "profile": profile.name, "seed": seed}
+                 if data.get("cache", True) else None)
+        config = cls.Config(**cls.profile_config(profile, seed))
+        return cls(classifier, config, generator=G, encoder=E, discriminator=D).fit(
+            xq, xt, cache=cache, query_class=q, target_class=t)
+
     # -- inference ---------------------------------------------------------------------
     def _generate(self, x, target, query, generator):
         if self.maps is None:
@@ -457,31 +488,3 @@ class C3LT(Explainer):
                 out[i:i + bs] = self.generator(z_cf)
         return out
 
-
-def from_profile(classifier: nn.Module, dataset: str, pair, profile="standard",
-                 seed: int = 0) -> C3LT:
-    """A fitted C3LT for ``pair`` (query, target) at the sizes of ``profile``.
-
-    G and D come from :func:`cflib.zoo.dcgan` (``dcgan_epochs`` epochs on
-    ``dcgan_subset`` training images), E from :func:`cflib.zoo.c3lt_encoder`
-    (``encoder_epochs`` epochs), both once per dataset; g and h train for
-    ``c3lt_epochs`` epochs on ``c3lt_subset`` TRAIN images per class, through the
-    weight cache.
-    """
-    from cflib import zoo
-    from cflib.data import canonical_dataset, check_pair, class_subset, load_split, parse_pair
-    from cflib.profiles import get_profile
-
-    dataset, prof = canonical_dataset(dataset), get_profile(profile)
-    q, t = check_pair(dataset, *parse_pair(pair))
-    dev = model_device(classifier)
-    (G, D), _ = zoo.dcgan(dataset, prof, seed, device=dev)
-    E, _ = zoo.c3lt_encoder(dataset, prof, seed, device=dev)
-    x, y = load_split(dataset, "train")
-    xq, _ = class_subset(x, y, q, n=prof.c3lt_subset, seed=seed)
-    xt, _ = class_subset(x, y, t, n=prof.c3lt_subset, seed=seed + 1)
-    config = C3LTConfig(epochs=prof.c3lt_epochs, seed=seed)
-    return C3LT(classifier, config, generator=G, encoder=E, discriminator=D).fit(
-        xq, xt, cache={"dataset": dataset, "pair": f"{q}->{t}", "profile": prof.name,
-                       "seed": seed},
-        query_class=q, target_class=t)

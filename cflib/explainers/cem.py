@@ -62,7 +62,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from cflib.explainers.base import X_MAX, X_MIN, Counterfactuals, Explainer, ExplainerConfig
+from cflib.explainers.base import X_MAX, X_MIN, AutoencoderExplainer, ExplainerConfig
+from cflib.progress import progress
 
 
 @dataclass(frozen=True)
@@ -81,33 +82,31 @@ class CEMConfig(ExplainerConfig):
     no_info_val: float | None = -1.0  # PN: pixels may only move away from this value
                                       # (-1 = black background: only ink is added); None: no restriction
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.c_steps < 1 or self.max_iterations < 1:
+            raise ValueError("c_steps and max_iterations must be at least 1, got "
+                             f"{self.c_steps} and {self.max_iterations}")
+        if self.beta < 0 or self.gamma < 0 or self.kappa < 0 or self.c_init <= 0 or self.lr_init <= 0:
+            raise ValueError("beta, gamma and kappa must be >= 0, c_init and lr_init > 0")
+        if len(self.clip) != 2 or self.clip[0] >= self.clip[1]:
+            raise ValueError(f"clip must be (min, max) with min < max, got {self.clip}")
 
-class CEM(Explainer):
+
+class CEM(AutoencoderExplainer):
     """Contrastive Explanation Method, pertinent negatives towards a target class.
 
-    ``ae`` is the optional autoencoder of the loss (the C3LT benchmark passes the
-    all-class autoencoder); without one the ``gamma`` term is left out, as in alibi.
+    ``autoencoder`` is the optional autoencoder of the loss (the C3LT benchmark passes the
+    all-class autoencoder, :meth:`from_profile` takes it from the cache); without one the
+    ``gamma`` term is left out, as in alibi.
     """
 
     name = "CEM"
     Config = CEMConfig
 
-    def __init__(self, classifier: nn.Module, config: CEMConfig | None = None,
-                 ae: nn.Module | None = None, **kwargs):
-        super().__init__(classifier, config, **kwargs)
-        cfg = self.config
-        if cfg.c_steps < 1 or cfg.max_iterations < 1:
-            raise ValueError("c_steps and max_iterations must be at least 1, got "
-                             f"{cfg.c_steps} and {cfg.max_iterations}")
-        if cfg.beta < 0 or cfg.gamma < 0 or cfg.kappa < 0 or cfg.c_init <= 0:
-            raise ValueError("beta, gamma and kappa must be >= 0 and c_init > 0")
-        if cfg.clip[0] >= cfg.clip[1]:
-            raise ValueError(f"clip must be (min, max) with min < max, got {cfg.clip}")
-        if ae is not None:
-            ae = ae.eval()
-            for p in ae.parameters():
-                p.requires_grad_(False)
-        self.ae = ae
+    @classmethod
+    def profile_config(cls, profile, seed):
+        return {"max_iterations": profile.cem_max_iterations, "c_steps": profile.cem_c_steps}
 
     # -- the pieces of problem (2) -----------------------------------------------------
 
@@ -126,8 +125,8 @@ class CEM(Explainer):
         """
         hinge = (self.config.kappa - self._margin(self.classifier(y), target)).clamp_min(0)
         loss = const * hinge + (y - x).pow(2).flatten(1).sum(1)
-        if self.ae is not None and self.config.gamma > 0:
-            loss = loss + self.config.gamma * (y - self.ae(y)).pow(2).flatten(1).sum(1)
+        if self.autoencoder is not None and self.config.gamma > 0:
+            loss = loss + self.config.gamma * (y - self.autoencoder(y)).pow(2).flatten(1).sum(1)
         return loss
 
     def _project_pn(self, v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -158,7 +157,7 @@ class CEM(Explainer):
         best = x.clone()
         found = torch.zeros(n, dtype=torch.bool, device=dev)
         view = (n,) + (1,) * (x.dim() - 1)
-        for _ in range(cfg.c_steps):
+        for _ in progress(range(cfg.c_steps), desc=f"{self.name} c-steps"):
             adv, slack = x.clone(), x.clone()          # x(k), y(k): restart from delta = 0
             found_now = torch.zeros(n, dtype=torch.bool, device=dev)
             for k in range(cfg.max_iterations):
@@ -191,35 +190,8 @@ class CEM(Explainer):
         return torch.where(found.view(view), best, adv).detach()
 
     def _generate(self, x, target, query, generator):
-        if self.ae is not None:
-            self.ae.to(x.device)
         out = torch.empty_like(x)
         bs = self.config.batch_size
         for i in range(0, len(x), bs):
             out[i:i + bs] = self._attack(x[i:i + bs], target[i:i + bs])
-        return out
-
-    def explain(self, x: torch.Tensor, target, seed: int | None = 0) -> Counterfactuals:
-        cf = super().explain(x, target, seed)
-        cf.meta["autoencoder"] = self.ae is not None
-        return cf
-
-
-def from_profile(classifier: nn.Module, dataset: str, pair, profile="standard",
-                 seed: int = 0) -> CEM:
-    """CEM for the C3LT table: sizes from the profile, the all-class autoencoder
-    (``cflib.zoo.autoencoder(dataset, None, ...)``) in the loss with ``gamma = 100``.
-
-    ``pair`` is only checked: CEM is not fitted per pair (the target is given to
-    :meth:`CEM.explain`).
-    """
-    from cflib import zoo
-    from cflib.data import canonical_dataset, check_pair, parse_pair
-    from cflib.explainers.base import model_device
-    from cflib.profiles import get_profile
-
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    check_pair(dataset, *parse_pair(pair))
-    ae, _ = zoo.autoencoder(dataset, None, profile, seed, device=model_device(classifier))
-    cfg = CEMConfig(max_iterations=profile.cem_max_iterations, c_steps=profile.cem_c_steps)
-    return CEM(classifier, cfg, ae=ae)
+        return out, {"autoencoder": self.autoencoder is not None}

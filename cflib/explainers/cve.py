@@ -46,9 +46,10 @@ coarser stand-in that is misaligned with what the cells see (cell centres at
 pixels 7.5, 11.5, 15.5, 19.5, tile centres at 3.5, 10.5, 17.5, 24.5).  Either
 way the image is a visualisation of the feature-level explanation, not an image
 the search optimised: its validity is whatever the classifier says about it (the
-C3LT paper reports 0.23 on MNIST) and nothing forces it.  The number of edits per image of the last batch is kept in
-``last_n_edits`` (feature-level success in ``last_feature_success``, the chosen
-pool image in ``last_distractor``).
+C3LT paper reports 0.23 on MNIST) and nothing forces it.  ``explain`` records in
+``meta`` the number of edits per image (``n_edits``, and their mean
+``mean_edits``), the feature-level success (``feature_success``, mean
+``feature_validity``) and the chosen pool image (``distractor``).
 """
 from __future__ import annotations
 
@@ -57,7 +58,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from cflib.explainers.base import Counterfactuals, Explainer, ExplainerConfig, check_images
+from cflib.explainers.base import Explainer, ExplainerConfig, check_images
+from cflib.progress import progress
+from cflib.scopes import frozen
 
 _SELECTIONS = ("nearest", "random")
 _PASTES = ("receptive_field", "grid")
@@ -70,6 +73,16 @@ class CVEConfig(ExplainerConfig):
     distractor_selection: str = "random"   # "random" (seeded draw) or "nearest" (feature space)
     search_chunk: int = 128           # (query, distractor) pairs whose hw*hw candidates share one head forward
     paste: str = "receptive_field"    # image region of a cell: its receptive field, or "grid" tiles
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.n_distractors < 1 or self.max_edits < 1 or self.search_chunk < 1:
+            raise ValueError("n_distractors, max_edits and search_chunk must be at least 1")
+        if self.distractor_selection not in _SELECTIONS:
+            raise ValueError(f"distractor_selection must be one of {_SELECTIONS}, "
+                             f"got {self.distractor_selection!r}")
+        if self.paste not in _PASTES:
+            raise ValueError(f"paste must be one of {_PASTES}, got {self.paste!r}")
 
 
 class CVE(Explainer):
@@ -85,22 +98,27 @@ class CVE(Explainer):
 
     def __init__(self, classifier: nn.Module, config: CVEConfig | None = None, **kwargs):
         super().__init__(classifier, config, **kwargs)
-        cfg = self.config
         for attr in ("features", "classify_features"):
             if not callable(getattr(classifier, attr, None)):
                 raise TypeError(f"CVE needs a classifier with a .{attr}() method "
                                 "(e.g. cflib.models.C3LTClassifier)")
-        if cfg.n_distractors < 1 or cfg.max_edits < 1 or cfg.search_chunk < 1:
-            raise ValueError("n_distractors, max_edits and search_chunk must be at least 1")
-        if cfg.distractor_selection not in _SELECTIONS:
-            raise ValueError(f"distractor_selection must be one of {_SELECTIONS}, "
-                             f"got {cfg.distractor_selection!r}")
-        if cfg.paste not in _PASTES:
-            raise ValueError(f"paste must be one of {_PASTES}, got {cfg.paste!r}")
-        self._windows: torch.Tensor | None = None
-        self.last_n_edits: torch.Tensor | None = None
-        self.last_feature_success: torch.Tensor | None = None
-        self.last_distractor: torch.Tensor | None = None
+        self._windows: tuple | None = None   # receptive fields, computed once per image shape
+
+    @classmethod
+    def profile_config(cls, profile, seed):
+        return {"n_distractors": profile.cve_n_distractors}
+
+    @classmethod
+    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
+        """CVE for one (query, target) pair: distractors are drawn from ``pool`` (default:
+        the TRAIN images of the target class), ``profile.cve_n_distractors`` per query."""
+        _, t = cls._need_pair(cls.name, pair)
+        pool = data.get("pool")
+        if pool is None:
+            from cflib.data import class_subset, load_split
+
+            pool = class_subset(*load_split(dataset, "train"), t)
+        return cls(classifier, cls.Config(**cls.profile_config(profile, seed))).fit(*pool)
 
     # -- the distractor pool ---------------------------------------------------------------
 
@@ -115,10 +133,11 @@ class CVE(Explainer):
         dev = self.device
         feats, preds = [], []
         bs = self.config.batch_size
-        for i in range(0, len(x_pool), bs):
-            f = self.classifier.features(x_pool[i:i + bs].to(dev))
-            feats.append(f)
-            preds.append(self.classifier.classify_features(f).argmax(1))
+        with frozen(self.classifier):
+            for i in range(0, len(x_pool), bs):
+                f = self.classifier.features(x_pool[i:i + bs].to(dev))
+                feats.append(f)
+                preds.append(self.classifier.classify_features(f).argmax(1))
         feats, preds = torch.cat(feats), torch.cat(preds)
         keep = (preds == y_pool.to(dev)).nonzero().squeeze(1)
         if len(keep) == 0:
@@ -219,7 +238,7 @@ class CVE(Explainer):
         logits = self.classifier.classify_features(f.reshape(B, *shape))
         done = logits.argmax(1) == target
         logp = torch.log_softmax(logits, 1).gather(1, target[:, None]).squeeze(1)
-        for step in range(steps):
+        for step in progress(range(steps), desc=f"{self.name} edits"):
             active = (~done).nonzero().squeeze(1)
             if len(active) == 0:
                 break
@@ -271,9 +290,7 @@ class CVE(Explainer):
         clf, dev = self.classifier, self.device
         g = torch.Generator().manual_seed(0)
         x = (torch.rand((8,) + tuple(image_shape), generator=g) * 2 - 1).to(dev).requires_grad_(True)
-        was_training = clf.training
-        clf.eval()
-        with torch.enable_grad():
+        with torch.enable_grad(), frozen(clf):
             f = clf.features(x)
             _, _, h, w = f.shape
             boxes = []
@@ -287,7 +304,6 @@ class CVE(Explainer):
                                      "pixel; use paste='grid'")
                 boxes.append([rows.min().item(), cols.min().item(),
                               rows.max().item() + 1, cols.max().item() + 1])
-        clf.train(was_training)
         boxes = torch.tensor(boxes, dtype=torch.long)
         self._windows = (tuple(image_shape), boxes)
         return boxes
@@ -356,24 +372,7 @@ class CVE(Explainer):
             n_edits[s:s + n] = edits[rows].cpu()
             success[s:s + n] = ok[rows].cpu()
             chosen[s:s + n] = self.pool_index[best.cpu()]
-        self.last_n_edits, self.last_feature_success, self.last_distractor = n_edits, success, chosen
-        return out
-
-    def explain(self, x: torch.Tensor, target, seed: int | None = 0) -> Counterfactuals:
-        cf = super().explain(x, target, seed)
-        cf.meta["mean_edits"] = self.last_n_edits.float().mean().item()
-        cf.meta["feature_validity"] = self.last_feature_success.float().mean().item()
-        return cf
-
-
-def from_profile(classifier: nn.Module, dataset: str, pair, profile="standard",
-                 seed: int = 0) -> CVE:
-    """CVE for one (query, target) pair of the C3LT table: distractors are drawn from
-    the TRAIN images of the target class, ``Profile.cve_n_distractors`` per query."""
-    from cflib.data import canonical_dataset, check_pair, class_subset, load_split, parse_pair
-    from cflib.profiles import get_profile
-
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    _, t = check_pair(dataset, *parse_pair(pair))
-    x, y = class_subset(*load_split(dataset, "train"), t)
-    return CVE(classifier, n_distractors=profile.cve_n_distractors).fit(x, y)
+        return out, {"n_edits": n_edits, "mean_edits": n_edits.float().mean().item(),
+                     "feature_success": success,
+                     "feature_validity": success.float().mean().item(),
+                     "distractor": chosen}

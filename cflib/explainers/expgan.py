@@ -51,9 +51,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
-from cflib.explainers.base import Explainer, ExplainerConfig, check_images, predict
+from cflib.explainers.base import Explainer, ExplainerConfig, check_images, n_classes_of, predict
+from cflib.progress import progress
+from cflib.scopes import seeded
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class ExpGANConfig(ExplainerConfig):
     seed: int = 0                  # initialisation and batch order
 
     def __post_init__(self):
+        super().__post_init__()
         if self.epochs < 0 or self.batch_size < 1 or self.width < 1 or self.lr <= 0:
             raise ValueError("ExpGAN needs epochs >= 0, batch_size >= 1, width >= 1 and lr > 0; "
                              f"got epochs={self.epochs}, batch_size={self.batch_size}, "
@@ -91,39 +93,42 @@ class ExpGANConfig(ExplainerConfig):
 # --------------------------------------------------------------------------- networks
 
 class MaskGenerator(nn.Module):
-    """A small conv encoder-decoder for 1x28x28 images -> (image in [-1, 1], mask in [0, 1]).
+    """A small conv encoder-decoder for CxHxW images -> (image in [-1, 1], mask in [0, 1]).
 
-    28 -> 14 -> 7 (two stride-2 convs), a 3x3 conv at 7x7, then two transposed
-    convs back to 28; the last layer has two channels, tanh for the image, sigmoid
-    for the mask.  No normalisation layer, so training and evaluation mode agree.
+    H -> H/2 -> H/4 (two stride-2 convs; 28 -> 14 -> 7), a 3x3 conv, then two
+    transposed convs back to H; the last layer has C + 1 channels, tanh for the
+    image, sigmoid for the mask.  No normalisation layer, so training and evaluation
+    mode agree.  H and W must be multiples of 4.
     """
 
-    def __init__(self, width: int = 32):
+    def __init__(self, width: int = 32, channels: int = 1):
         super().__init__()
-        w = width
+        w, c = width, channels
+        self.channels = c
         self.net = nn.Sequential(
-            nn.Conv2d(1, w, 4, 2, 1), nn.LeakyReLU(0.2),
+            nn.Conv2d(c, w, 4, 2, 1), nn.LeakyReLU(0.2),
             nn.Conv2d(w, 2 * w, 4, 2, 1), nn.LeakyReLU(0.2),
             nn.Conv2d(2 * w, 2 * w, 3, 1, 1), nn.LeakyReLU(0.2),
             nn.ConvTranspose2d(2 * w, w, 4, 2, 1), nn.LeakyReLU(0.2),
-            nn.ConvTranspose2d(w, 2, 4, 2, 1),
+            nn.ConvTranspose2d(w, c + 1, 4, 2, 1),
         )
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = self.net(x)
-        return torch.tanh(out[:, :1]), torch.sigmoid(out[:, 1:])
+        c = self.channels
+        return torch.tanh(out[:, :c]), torch.sigmoid(out[:, c:])
 
 
 class PairDiscriminator(nn.Module):
     """``D_q`` and ``D_t`` as two logits over shared convolutions (DCGAN-style)."""
 
-    def __init__(self, width: int = 32):
+    def __init__(self, width: int = 32, image_shape=(1, 28, 28)):
         super().__init__()
-        w = width
+        w, (c, h, wd) = width, image_shape
         self.net = nn.Sequential(
-            nn.Conv2d(1, w, 4, 2, 1), nn.LeakyReLU(0.2),
+            nn.Conv2d(c, w, 4, 2, 1), nn.LeakyReLU(0.2),
             nn.Conv2d(w, 2 * w, 4, 2, 1), nn.LeakyReLU(0.2),
-            nn.Flatten(), nn.Linear(2 * w * 7 * 7, 2),
+            nn.Flatten(), nn.Linear(2 * w * (h // 4) * (wd // 4), 2),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -136,10 +141,11 @@ class ExpGANNet(nn.Module):
     ``generators[0]`` makes query-class images, ``generators[1]`` target-class images.
     """
 
-    def __init__(self, width: int = 32):
+    def __init__(self, width: int = 32, image_shape=(1, 28, 28)):
         super().__init__()
-        self.generators = nn.ModuleList([MaskGenerator(width), MaskGenerator(width)])
-        self.discriminator = PairDiscriminator(width)
+        c = image_shape[0]
+        self.generators = nn.ModuleList([MaskGenerator(width, c), MaskGenerator(width, c)])
+        self.discriminator = PairDiscriminator(width, image_shape)
 
 
 # --------------------------------------------------------------------------- losses
@@ -173,6 +179,7 @@ class ExpGAN(Explainer):
         super().__init__(classifier, config, **kwargs)
         self.net: ExpGANNet | None = None
         self.pair: tuple[int, int] | None = None
+        self.image_shape: tuple | None = None
         self.info: dict = {}
 
     # ---------------------------------------------------------------- training
@@ -190,34 +197,37 @@ class ExpGAN(Explainer):
         """
         check_images(x_query, "x_query")
         check_images(x_target, "x_target")
-        if x_query.shape[1:] != (1, 28, 28) or x_target.shape[1:] != (1, 28, 28):
-            raise ValueError("ExpGAN's generators take 1x28x28 images; got "
-                             f"{tuple(x_query.shape[1:])} and {tuple(x_target.shape[1:])}")
+        shape = tuple(x_query.shape[1:])
+        if tuple(x_target.shape[1:]) != shape:
+            raise ValueError(f"x_query {shape} and x_target {tuple(x_target.shape[1:])} "
+                             "images differ in shape")
+        if shape[1] % 4 or shape[2] % 4:
+            raise ValueError(f"ExpGAN's generators halve the image twice: height and width "
+                             f"must be multiples of 4, got {shape[1]}x{shape[2]}")
+        k = n_classes_of(self.classifier, x_query)
         if pair is None:
             pair = (int(predict(self.classifier, x_query).argmax(1).mode().values),
                     int(predict(self.classifier, x_target).argmax(1).mode().values))
         q, t = int(pair[0]), int(pair[1])
-        if q == t or not (0 <= q <= 9 and 0 <= t <= 9):
-            raise ValueError(f"pair ({q}, {t}) must be two different classes in 0..9"
+        if q == t or not (0 <= q < k and 0 <= t < k):
+            raise ValueError(f"pair ({q}, {t}) must be two different classes in 0..{k - 1}"
                              + ("; pass pair=(query, target) to fit()" if q == t else ""))
         self.pair = (q, t)
+        self.image_shape = shape
 
         x = torch.cat([x_query.detach().cpu(), x_target.detach().cpu()])
         # the classifier's decision between the two classes: 0 -> q, 1 -> t
         side = predict(self.classifier, x)[:, [q, t]].argmax(1).cpu()
 
         cfg = self.config
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(cfg.seed)  # same initial weights for the same seed
-            net = ExpGANNet(cfg.width).to(self.device)
+        with seeded(cfg.seed):  # same initial weights for the same seed
+            net = ExpGANNet(cfg.width, shape).to(self.device)
         key = None
         if cache is not None:
             key = {**cache, "classes": [q, t], "n_query": len(x_query),
                    "n_target": len(x_target)}
         self.info = self._cached_fit(net, key, lambda n: self._train(n, x, side))
-        self.net = net.eval()
-        for p in self.net.parameters():
-            p.requires_grad_(False)
+        self.net = net.eval().requires_grad_(False)
         return self
 
     def _train(self, net: ExpGANNet, x: torch.Tensor, side: torch.Tensor) -> dict:
@@ -231,7 +241,7 @@ class ExpGAN(Explainer):
         opt_d = torch.optim.Adam(disc.parameters(), lr=cfg.lr, betas=(cfg.beta1, 0.999))
         order_gen = torch.Generator().manual_seed(cfg.seed)
         hist: dict[str, float] = {}
-        for _ in tqdm(range(cfg.epochs), desc=f"ExpGAN {q}->{t}", disable=None):
+        for _ in progress(range(cfg.epochs), desc=f"ExpGAN {q}->{t}"):
             sums: dict[str, float] = {}
             order = torch.randperm(len(x), generator=order_gen)
             n_batches = 0
@@ -295,6 +305,9 @@ class ExpGAN(Explainer):
         if self.net is None:
             raise RuntimeError("ExpGAN is a learned method: call fit() before explain()")
         check_images(x)
+        if tuple(x.shape[1:]) != self.image_shape:
+            raise ValueError(f"this ExpGAN was trained on {self.image_shape} images, got "
+                             f"{tuple(x.shape[1:])}")
         q, t = self.pair
         x = x.to(self.device)
         target = torch.as_tensor(target, device=x.device).long()
@@ -319,25 +332,26 @@ class ExpGAN(Explainer):
                 comp[r] = m * img + (1 - m) * x[r]
         return comp, x_tr, mask
 
+    @classmethod
+    def profile_config(cls, profile, seed):
+        return {"epochs": profile.expgan_epochs, "seed": seed}
+
+    @classmethod
+    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
+        """An ExpGAN for ``pair`` trained on ``train`` (default: the TRAIN split),
+        ``profile.c3lt_subset`` images per class, through the weight cache."""
+        from cflib.data import class_subset, load_split
+
+        q, t = cls._need_pair(cls.name, pair)
+        x, y = data["train"] if data.get("train") is not None else load_split(dataset, "train")
+        xq, _ = class_subset(x, y, q, profile.c3lt_subset, seed)
+        xt, _ = class_subset(x, y, t, profile.c3lt_subset, seed)
+        cache = ({"dataset": dataset, "pair": f"{q}->{t}", "profile": profile.name, "seed": seed}
+                 if data.get("cache", True) else None)
+        return cls(classifier, cls.Config(**cls.profile_config(profile, seed))).fit(
+            xq, xt, pair=(q, t), cache=cache)
+
     def _generate(self, x, target, query, generator):
         # deterministic: ExplainGAN's counterfactual is a forward pass, no sampling
         return self.transform(x, target)[0]
 
-
-def from_profile(classifier, dataset, pair, profile, seed: int = 0, **overrides) -> ExpGAN:
-    """An ExpGAN for ``pair`` trained on the TRAIN split, through the weight cache.
-
-    Uses ``profile.c3lt_subset`` training images per class (None: all of them) and
-    ``profile.expgan_epochs`` epochs; ``overrides`` replace other config fields.
-    """
-    from cflib.data import canonical_dataset, check_pair, class_subset, load_split, parse_pair
-    from cflib.profiles import get_profile
-
-    dataset, prof = canonical_dataset(dataset), get_profile(profile)
-    q, t = check_pair(dataset, *parse_pair(pair))
-    x, y = load_split(dataset, "train")
-    xq, _ = class_subset(x, y, q, prof.c3lt_subset, seed)
-    xt, _ = class_subset(x, y, t, prof.c3lt_subset, seed)
-    config = ExpGANConfig(**{"epochs": prof.expgan_epochs, "seed": seed, **overrides})
-    cache = {"dataset": dataset, "pair": f"{q}->{t}", "profile": prof.name, "seed": seed}
-    return ExpGAN(classifier, config).fit(xq, xt, pair=(q, t), cache=cache)

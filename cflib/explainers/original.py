@@ -27,10 +27,23 @@ class OriginalData(Explainer):
     def fit(self, x_real: torch.Tensor, y_real: torch.Tensor) -> "OriginalData":
         """Keep the pool of real images (e.g. the test split) to draw from."""
         check_images(x_real, "x_real")
+        y_real = torch.as_tensor(y_real).long().flatten()
+        if len(y_real) != len(x_real):
+            raise ValueError(f"x_real has {len(x_real)} images but y_real {len(y_real)} labels")
         self.pool_x = x_real
-        self.pool_y = torch.as_tensor(y_real).long()
+        self.pool_y = y_real
         self.fitted = True
         return self
+
+    @classmethod
+    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
+        """Draws from ``pool`` = (x, y) (default: the dataset's test split)."""
+        pool = data.get("pool")
+        if pool is None:
+            from cflib.data import load_split
+
+            pool = load_split(dataset, "test")
+        return cls(classifier).fit(*pool)
 
     def _generate(self, x, target, query, generator):
         out = torch.empty_like(x)
@@ -46,10 +59,3 @@ class OriginalData(Explainer):
             out[rows] = self.pool_x[pool[pick]].to(x.device)
         return out
 
-
-def from_profile(classifier, dataset, pair, profile, seed: int = 0, pool=None) -> OriginalData:
-    """Original Data drawing from ``pool`` = (x, y) (default: the dataset's test split)."""
-    from cflib.data import load_split
-
-    x, y = pool if pool is not None else load_split(dataset, "test")
-    return OriginalData(classifier).fit(x, y)

@@ -39,11 +39,10 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
-from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
-from cflib.explainers.bayesian import RowAdam, l1, opt_steps, posterior_probs
-from cflib.profiles import get_profile
+from cflib.explainers._posterior import RowAdam, l1, posterior_probs
+from cflib.explainers.base import X_MAX, X_MIN, AutoencoderExplainer, ExplainerConfig
+from cflib.progress import progress
 
 
 @dataclass(frozen=True)
@@ -61,6 +60,7 @@ class PSCEConfig(ExplainerConfig):
     n_samples: int | None = None  # posterior samples; None: the model's default
 
     def __post_init__(self):
+        super().__post_init__()
         if not 0.0 < self.delta < 1.0:
             raise ValueError(f"delta must be in (0, 1), got {self.delta}")
         if self.epsilon <= 0:
@@ -71,9 +71,11 @@ class PSCEConfig(ExplainerConfig):
             raise ValueError("outer_iters and inner_steps must be >= 1")
         if not 0.0 <= self.margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {self.margin}")
+        if self.lr <= 0 or self.tol < 0:
+            raise ValueError("need lr > 0 and tol >= 0")
 
 
-class PSCE(Explainer):
+class PSCE(AutoencoderExplainer):
     """delta-safe, epsilon-robust counterfactuals by augmented Lagrangian (module docstring).
 
     ``autoencoder`` is the all-class autoencoder of the manifold term (``None`` drops
@@ -82,15 +84,6 @@ class PSCE(Explainer):
 
     name = "PSCE"
     Config = PSCEConfig
-
-    def __init__(self, classifier: nn.Module, autoencoder: nn.Module | None = None,
-                 config: PSCEConfig | None = None, **kwargs):
-        super().__init__(classifier, config, **kwargs)
-        self.autoencoder = autoencoder
-        if autoencoder is not None:
-            autoencoder.eval()
-            for p in autoencoder.parameters():
-                p.requires_grad_(False)
 
     def _terms(self, z, x0, t):
         """objective f (N,), constraints c1, c2 (N,), and feasibility (N,) bool."""
@@ -120,7 +113,7 @@ class PSCE(Explainer):
         rho = torch.full((n,), float(cfg.rho), device=x.device)
         opt = RowAdam(z, cfg.lr)
         active = torch.arange(n, device=x.device)
-        for _ in range(cfg.outer_iters):
+        for _ in progress(range(cfg.outer_iters), desc=f"{self.name} rounds"):
             before = best_f.clone()
             for _ in range(cfg.inner_steps + 1):
                 za = z[active].requires_grad_(True)
@@ -153,16 +146,6 @@ class PSCE(Explainer):
         return best
 
     @classmethod
-    def from_profile(cls, model, dataset: str = "mnist", profile="standard", seed: int = 0):
-        """Sizes: ``inner_steps`` from :func:`cflib.explainers.bayesian.opt_steps`; the
-        all-class autoencoder from :func:`cflib.zoo.autoencoder` (cached)."""
-        from cflib import zoo
-        from cflib.explainers.base import model_device
-
-        prof = get_profile(profile)
-        ae, _ = zoo.autoencoder(dataset, None, prof, seed, device=model_device(model))
-        return cls(model, ae, cls.Config(inner_steps=opt_steps(prof)))
-
-
-def from_profile(model, dataset: str = "mnist", profile="standard", seed: int = 0) -> PSCE:
-    return PSCE.from_profile(model, dataset, profile, seed)
+    def profile_config(cls, profile, seed):
+        """Sizes: ``inner_steps`` = ``profile.bayes_opt_steps``."""
+        return {"inner_steps": profile.bayes_opt_steps}

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import torch
 
+from cflib.explainers._posterior import RowAdam, head_inputs, l1
 from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
-from cflib.explainers.bayesian import RowAdam, head_inputs, l1, opt_steps
-from cflib.profiles import get_profile
+from cflib.progress import progress
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,11 @@ class ROARConfig(ExplainerConfig):
     n_samples: int | None = None  # posterior samples; None: the model's default
 
     def __post_init__(self):
+        super().__post_init__()
         if self.delta_max < 0 or self.lambda_ < 0 or self.max_iter < 1:
             raise ValueError("need delta_max >= 0, lambda_ >= 0 and max_iter >= 1")
+        if self.lr <= 0 or self.loss_threshold < 0:
+            raise ValueError("need lr > 0 and loss_threshold >= 0")
 
 
 class ROAR(Explainer):
@@ -58,7 +61,7 @@ class ROAR(Explainer):
         opt = RowAdam(z, cfg.lr)
         active = torch.arange(len(x), device=x.device)
         prev = torch.zeros(len(x), device=x.device)   # CARLA starts from loss 0
-        for _ in range(cfg.max_iter):
+        for _ in progress(range(cfg.max_iter), desc=self.name):
             za = z[active].requires_grad_(True)
             ta = t[active]
             h, w, b = head_inputs(self.classifier, za, cfg.n_samples)
@@ -90,10 +93,7 @@ class ROAR(Explainer):
         return z.detach()
 
     @classmethod
-    def from_profile(cls, model, dataset: str = "mnist", profile="standard", seed: int = 0):
-        """Sizes: ``max_iter`` = 5 x :func:`cflib.explainers.bayesian.opt_steps`."""
-        return cls(model, cls.Config(max_iter=5 * opt_steps(get_profile(profile))))
+    def profile_config(cls, profile, seed):
+        """Sizes: ``max_iter`` = 5 x ``profile.bayes_opt_steps``."""
+        return {"max_iter": 5 * profile.bayes_opt_steps}
 
-
-def from_profile(model, dataset: str = "mnist", profile="standard", seed: int = 0) -> ROAR:
-    return ROAR.from_profile(model, dataset, profile, seed)

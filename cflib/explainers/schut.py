@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import torch
 
+from cflib.explainers._posterior import posterior_probs
 from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
-from cflib.explainers.bayesian import posterior_probs
-from cflib.profiles import get_profile
+from cflib.progress import progress
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,13 @@ class SchutConfig(ExplainerConfig):
     n_samples: int | None = None   # posterior samples; None: the model's default
 
     def __post_init__(self):
+        super().__post_init__()
         if self.n_changes < 1 or self.max_iters < 1 or self.pixels_per_iter < 1:
             raise ValueError("n_changes, max_iters and pixels_per_iter must be >= 1")
         if not 0.0 < self.confidence <= 1.0:
             raise ValueError(f"confidence must be in (0, 1], got {self.confidence}")
+        if self.step is not None and self.step <= 0:
+            raise ValueError(f"step must be > 0 (or None), got {self.step}")
 
 
 class Schut(Explainer):
@@ -62,7 +65,7 @@ class Schut(Explainer):
         changes = torch.zeros_like(z, dtype=torch.int32)
         active = torch.arange(len(x), device=x.device)
         k = min(cfg.pixels_per_iter, z.shape[1])
-        for _ in range(cfg.max_iters + 1):
+        for it in progress(range(cfg.max_iters + 1), desc=self.name):
             za = z[active].clone().requires_grad_(True)
             ta = t[active]
             p = posterior_probs(self.classifier, za.view(-1, *shape[1:]), cfg.n_samples).mean(0)
@@ -71,7 +74,7 @@ class Schut(Explainer):
             keep = ~done
             if not keep.any():
                 break
-            if _ == cfg.max_iters:   # last pass only checks who is done
+            if it == cfg.max_iters:   # last pass only checks who is done
                 break
             (grad,) = torch.autograd.grad(p_t[keep].sum(), za)
             grad = grad[keep]
@@ -94,10 +97,7 @@ class Schut(Explainer):
         return z.view(shape).detach()
 
     @classmethod
-    def from_profile(cls, model, dataset: str = "mnist", profile="standard", seed: int = 0):
-        """Sizes: ``max_iters`` from ``profile.schut_max_iters``."""
-        return cls(model, cls.Config(max_iters=get_profile(profile).schut_max_iters))
+    def profile_config(cls, profile, seed):
+        """Sizes: ``max_iters`` = ``profile.schut_max_iters``."""
+        return {"max_iters": profile.schut_max_iters}
 
-
-def from_profile(model, dataset: str = "mnist", profile="standard", seed: int = 0) -> Schut:
-    return Schut.from_profile(model, dataset, profile, seed)

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from cflib.explainers._posterior import RowAdam, deterministic_logits, l1, log_mean_prob
 from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
-from cflib.explainers.bayesian import (RowAdam, deterministic_logits, l1, log_mean_prob,
-                                       opt_steps)
-from cflib.profiles import get_profile
+from cflib.progress import progress
 
 
 @dataclass(frozen=True)
@@ -44,10 +43,13 @@ class WachterConfig(ExplainerConfig):
     n_samples: int | None = None  # posterior samples (BayesCF); None: the model's default
 
     def __post_init__(self):
+        super().__post_init__()
         if self.loss not in ("ce", "mse"):
             raise ValueError(f"loss must be 'ce' or 'mse', got {self.loss!r}")
         if self.lam_init <= 0 or self.lam_factor < 1 or self.lam_steps < 1 or self.steps < 1:
             raise ValueError("need lam_init > 0, lam_factor >= 1, lam_steps >= 1, steps >= 1")
+        if self.lr <= 0 or (self.n_samples is not None and self.n_samples < 1):
+            raise ValueError("need lr > 0 and n_samples >= 1 (or None)")
 
 
 class Wachter(Explainer):
@@ -71,7 +73,7 @@ class Wachter(Explainer):
         lam = torch.full((len(x),), float(cfg.lam_init), device=x.device)
         opt = RowAdam(z, cfg.lr)
         active = torch.arange(len(x), device=x.device)
-        for _ in range(cfg.lam_steps):
+        for _ in progress(range(cfg.lam_steps), desc=f"{self.name} lambdas"):
             opt.reset(active)
             for _ in range(cfg.steps):
                 za = z[active].requires_grad_(True)
@@ -88,9 +90,9 @@ class Wachter(Explainer):
         return z.detach()
 
     @classmethod
-    def from_profile(cls, model, dataset: str = "mnist", profile="standard", seed: int = 0):
-        """Sizes: ``steps`` per lambda from :func:`cflib.explainers.bayesian.opt_steps`."""
-        return cls(model, cls.Config(steps=opt_steps(get_profile(profile))))
+    def profile_config(cls, profile, seed):
+        """Sizes: ``steps`` per lambda = ``profile.bayes_opt_steps``."""
+        return {"steps": profile.bayes_opt_steps}
 
 
 class BayesCF(Wachter):
@@ -101,11 +103,3 @@ class BayesCF(Wachter):
     def _log_probs(self, z):
         return log_mean_prob(self.classifier, z, self.config.n_samples)
 
-
-def from_profile(model, dataset: str = "mnist", profile="standard", seed: int = 0) -> Wachter:
-    return Wachter.from_profile(model, dataset, profile, seed)
-
-
-def bayescf_from_profile(model, dataset: str = "mnist", profile="standard",
-                         seed: int = 0) -> BayesCF:
-    return BayesCF.from_profile(model, dataset, profile, seed)

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from cflib.explainers.base import model_device
+from cflib.scopes import frozen
 
 
 @dataclass
@@ -39,25 +40,25 @@ def aupc(classifier: nn.Module, x: torch.Tensor, x_cf: torch.Tensor, query: torc
     """Batched insertion curves: every image and every step in a few forward passes."""
     if x.shape != x_cf.shape:
         raise ValueError(f"x {tuple(x.shape)} and x_cf {tuple(x_cf.shape)} differ in shape")
-    classifier.eval()
     dev = model_device(classifier)
     n_pix = x[0].numel()
     # number of pasted pixels at each step: 0, 784/50, ..., 784
     counts = torch.round(torch.linspace(0, n_pix, steps + 1)).long().to(dev)
     tc, qc = [], []
-    for i in range(0, len(x), chunk):
-        xb, cb = x[i:i + chunk].to(dev).flatten(1), x_cf[i:i + chunk].to(dev).flatten(1)
-        order = (cb - xb).abs().argsort(dim=1, descending=True, stable=True)
-        rank = torch.empty_like(order)
-        rank.scatter_(1, order, torch.arange(n_pix, device=dev).expand_as(order))
-        # mask[b, s, p] = pixel p is among the first counts[s] pasted at step s
-        mask = rank.unsqueeze(1) < counts.view(1, -1, 1)
-        path = torch.where(mask, cb.unsqueeze(1), xb.unsqueeze(1))
-        probs = torch.softmax(classifier(path.view(-1, *x.shape[1:])), dim=1)
-        probs = probs.view(len(xb), steps + 1, -1)
-        tb = target[i:i + chunk].to(dev).view(-1, 1, 1).expand(-1, steps + 1, 1)
-        qb = query[i:i + chunk].to(dev).view(-1, 1, 1).expand(-1, steps + 1, 1)
-        tc.append(probs.gather(2, tb).squeeze(2).cpu())
-        qc.append(probs.gather(2, qb).squeeze(2).cpu())
+    with frozen(classifier):
+        for i in range(0, len(x), chunk):
+            xb, cb = x[i:i + chunk].to(dev).flatten(1), x_cf[i:i + chunk].to(dev).flatten(1)
+            order = (cb - xb).abs().argsort(dim=1, descending=True, stable=True)
+            rank = torch.empty_like(order)
+            rank.scatter_(1, order, torch.arange(n_pix, device=dev).expand_as(order))
+            # mask[b, s, p] = pixel p is among the first counts[s] pasted at step s
+            mask = rank.unsqueeze(1) < counts.view(1, -1, 1)
+            path = torch.where(mask, cb.unsqueeze(1), xb.unsqueeze(1))
+            probs = torch.softmax(classifier(path.view(-1, *x.shape[1:])), dim=1)
+            probs = probs.view(len(xb), steps + 1, -1)
+            tb = target[i:i + chunk].to(dev).view(-1, 1, 1).expand(-1, steps + 1, 1)
+            qb = query[i:i + chunk].to(dev).view(-1, 1, 1).expand(-1, steps + 1, 1)
+            tc.append(probs.gather(2, tb).squeeze(2).cpu())
+            qc.append(probs.gather(2, qb).squeeze(2).cpu())
     t, q = torch.cat(tc), torch.cat(qc)
     return AUPCResult(t, q, trapezoid_area(t), trapezoid_area(q))

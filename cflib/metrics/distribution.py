@@ -14,6 +14,7 @@ from torchmetrics.image.fid import FrechetInceptionDistance
 from torchmetrics.image.kid import KernelInceptionDistance
 
 from cflib.explainers.base import model_device
+from cflib.scopes import seeded
 
 
 class FrozenFeatures(nn.Module):
@@ -36,11 +37,12 @@ class FrozenFeatures(nn.Module):
 
 def fid_kid(fake: torch.Tensor, real: torch.Tensor, feature: nn.Module,
             kid_subset_size: int = 1000, kid_subsets: int = 100,
-            batch_size: int = 500) -> tuple[float, float]:
+            batch_size: int = 500, seed: int = 0) -> tuple[float, float]:
     """(FID, KID) between two image batches, KID unscaled (the table shows x 1e3).
 
-    KID's subset size is capped by the smaller set; with fewer than 2 images per
-    side the distances are undefined and a ValueError is raised.
+    KID's subset size is capped by the smaller set; its random subsets are drawn
+    with ``seed`` (the global RNG state is restored afterwards).  With fewer than 2
+    images per side the distances are undefined and a ValueError is raised.
     """
     n = min(len(fake), len(real))
     if n < 2:
@@ -58,4 +60,5 @@ def fid_kid(fake: torch.Tensor, real: torch.Tensor, feature: nn.Module,
             b = imgs[i:i + batch_size].to(dev)
             fid.update(b, real=is_real)
             kid.update(b, real=is_real)
-    return float(fid.compute()), float(kid.compute()[0])
+    with seeded(seed):
+        return float(fid.compute()), float(kid.compute()[0])

@@ -7,6 +7,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cflib.scopes import frozen
+
 
 def _sq(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a - b).pow(2).flatten(1).sum(1)
@@ -15,8 +17,9 @@ def _sq(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def _recon(ae: nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
     dev = next(ae.parameters()).device
-    return torch.cat([ae(x[i:i + batch_size].to(dev)).to(x.device)
-                      for i in range(0, len(x), batch_size)])
+    with frozen(ae):
+        return torch.cat([ae(x[i:i + batch_size].to(dev)).to(x.device)
+                          for i in range(0, len(x), batch_size)])
 
 
 def im1(x_cf: torch.Tensor, ae_target: nn.Module, ae_query: nn.Module,
@@ -37,3 +40,24 @@ def im2(x_cf: torch.Tensor, ae_target: nn.Module, ae_all: nn.Module,
     C3LT table reports IM2 x 10.
     """
     return _sq(_recon(ae_target, x_cf), _recon(ae_all, x_cf)) / (x_cf.abs().flatten(1).sum(1) + eps)
+
+
+def im1_by_class(x_cf: torch.Tensor, target, query, autoencoders: dict) -> torch.Tensor:
+    """Per-image IM1 with the class autoencoders of each image's own (target, query)
+    classes: ``autoencoders[c]`` is the AE of class c; ``target`` and ``query`` are
+    ints or (N,) tensors of classes."""
+    n = len(x_cf)
+    t = torch.as_tensor(target).long().cpu().expand(n) if torch.as_tensor(target).dim() == 0 \
+        else torch.as_tensor(target).long().cpu()
+    q = torch.as_tensor(query).long().cpu().expand(n) if torch.as_tensor(query).dim() == 0 \
+        else torch.as_tensor(query).long().cpu()
+    if t.shape != (n,) or q.shape != (n,):
+        raise ValueError(f"target and query must be ints or have shape ({n},)")
+    out = torch.empty(n)
+    for tc, qc in sorted({(int(a), int(b)) for a, b in zip(t.tolist(), q.tolist())}):
+        missing = [c for c in (tc, qc) if c not in autoencoders]
+        if missing:
+            raise ValueError(f"no class autoencoder for class(es) {missing}")
+        rows = ((t == tc) & (q == qc)).nonzero().squeeze(1)
+        out[rows] = im1(x_cf[rows.to(x_cf.device)], autoencoders[tc], autoencoders[qc]).cpu()
+    return out

@@ -39,7 +39,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
+
+from cflib.progress import progress
 
 __all__ = ["BayesianClassifier", "MCDropoutCNN", "BayesLinear", "BayesByBackpropCNN",
            "train_bnn", "predictive_accuracy"]
@@ -352,7 +353,7 @@ def train_bnn(model: BayesByBackpropCNN, x: torch.Tensor, y: torch.Tensor, epoch
     n = len(x)
     model.train()
     nll_sum = kl_val = 0.0
-    for ep in tqdm(range(epochs), desc=desc, disable=None):
+    for ep in progress(range(epochs), desc=desc):
         nll_sum, seen = 0.0, 0
         for idx in batches(n, batch_size, seed + ep):
             xb, yb = x[idx].to(dev), y[idx].to(dev)

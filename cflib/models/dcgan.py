@@ -22,7 +22,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
+
+from cflib.progress import progress
 
 LATENT_DIM = 100
 
@@ -152,7 +153,7 @@ def train_dcgan(gan: DCGAN, x: torch.Tensor, epochs: int, lr: float = 2e-4,
     opt_g = torch.optim.Adam(G.parameters(), lr=lr, betas=(beta1, 0.999))
     gan.train()
     stats: dict = {}
-    for _ in tqdm(range(epochs), desc=desc, disable=None):
+    for _ in progress(range(epochs), desc=desc):
         sums = torch.zeros(4)
         n_seen = 0
         for idx in _order(len(x), gen).split(batch_size):
@@ -213,7 +214,7 @@ def train_encoder(encoder: EncoderDCGAN, generator: Generator, x: torch.Tensor, 
     encoder.train()
     stats: dict = {}
     try:
-        for _ in tqdm(range(epochs), desc=desc, disable=None):
+        for _ in progress(range(epochs), desc=desc):
             sums, n_seen = torch.zeros(2), 0
             for idx in _order(len(x), gen).split(batch_size):
                 real = x[idx].to(dev)

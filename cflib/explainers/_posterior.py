@@ -1,0 +1,97 @@
+"""Shared pieces of the methods that search against a posterior (Wachter, BayesCF,
+ROAR, Schut, PSCE): access to the posterior, a row-masked Adam and the L1 distance.
+
+Every such method also works on a plain classifier (``model(x)`` returns logits): it
+is then a posterior with a single sample.  This module is private: it holds helpers,
+no registry (the catalog of methods is :data:`cflib.explainers.METHODS`).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+# -- the posterior --------------------------------------------------------------------
+def is_bayesian(model: nn.Module) -> bool:
+    return callable(getattr(model, "sample_probs", None))
+
+
+def posterior_probs(model: nn.Module, x: torch.Tensor, n_samples: int | None = None) -> torch.Tensor:
+    """(S, N, K) class probabilities per posterior sample (S = 1 for a plain classifier)."""
+    if is_bayesian(model):
+        return model.sample_probs(x, n_samples)
+    return torch.softmax(model(x), dim=-1).unsqueeze(0)
+
+
+def log_mean_prob(model: nn.Module, x: torch.Tensor, n_samples: int | None = None) -> torch.Tensor:
+    """(N, K) log of the posterior-mean probability (log-softmax for a plain classifier)."""
+    if is_bayesian(model) and n_samples is not None:
+        return model.sample_probs(x, n_samples).mean(0).clamp_min(1e-30).log()
+    return F.log_softmax(model(x), dim=-1)
+
+
+def deterministic_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """One deterministic pass: dropout off / posterior-mean weights; ``model(x)`` otherwise."""
+    fn = getattr(model, "deterministic_logits", None)
+    return fn(x) if callable(fn) else model(x)
+
+
+def head_inputs(model: nn.Module, x: torch.Tensor, n_samples: int | None = None):
+    """(h, W, b) of the last linear layer per posterior sample (see
+    :meth:`cflib.models.bayesian.BayesianClassifier.head_inputs`).
+
+    Plain classifiers are supported when they end in ``head = Sequential(..., Linear)``
+    and have ``features(x)`` (the C3LT CNN): S = 1, no dropout.
+    """
+    fn = getattr(model, "head_inputs", None)
+    if callable(fn):
+        return fn(x, n_samples)
+    head = getattr(model, "head", None)
+    if (isinstance(head, nn.Sequential) and isinstance(head[-1], nn.Linear)
+            and callable(getattr(model, "features", None))):
+        h = model.features(x)
+        for layer in head[:-1]:
+            if not isinstance(layer, nn.Dropout):
+                h = layer(h)
+        return h.unsqueeze(0), head[-1].weight.unsqueeze(0), head[-1].bias.unsqueeze(0)
+    raise TypeError(
+        f"ROAR needs the last linear layer of the model; {type(model).__name__} has neither "
+        "head_inputs(x) nor a C3LT-style `features` + `head` ending in nn.Linear"
+    )
+
+
+# -- optimisation ----------------------------------------------------------------------
+class RowAdam:
+    """Adam (Kingma & Ba 2015) on a batch of images where each row keeps its own clock.
+
+    ``step(x, grad, rows)`` updates only ``x[rows]``; rows that are done keep their
+    moment estimates untouched, so a batched search behaves like N independent ones.
+    ``reset(rows)`` restarts the moments (a new lambda round in Wachter's search).
+    """
+
+    def __init__(self, x: torch.Tensor, lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
+        self.lr, (self.b1, self.b2), self.eps = lr, betas, eps
+        self.m = torch.zeros_like(x)
+        self.v = torch.zeros_like(x)
+        self.t = torch.zeros(len(x), device=x.device)
+
+    def reset(self, rows: torch.Tensor) -> None:
+        self.m[rows] = 0
+        self.v[rows] = 0
+        self.t[rows] = 0
+
+    @torch.no_grad()
+    def step(self, x: torch.Tensor, grad: torch.Tensor, rows: torch.Tensor) -> None:
+        self.t[rows] += 1
+        t = self.t[rows].view(-1, *([1] * (x.dim() - 1)))
+        m = self.m[rows] = self.b1 * self.m[rows] + (1 - self.b1) * grad
+        v = self.v[rows] = self.b2 * self.v[rows] + (1 - self.b2) * grad * grad
+        mhat = m / (1 - self.b1 ** t)
+        vhat = v / (1 - self.b2 ** t)
+        x[rows] -= self.lr * mhat / (vhat.sqrt() + self.eps)
+
+
+def l1(x_cf: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Per-image L1 distance (N,), summed over pixels: Wachter's ||x' - x||_1."""
+    return (x_cf - x).abs().flatten(1).sum(1)

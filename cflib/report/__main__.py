@@ -1,0 +1,3 @@
+from cflib.report.readme import main
+
+main()

@@ -1,0 +1,116 @@
+"""The README's headline tables, generated from the committed results files.
+
+    python -m cflib.report [results_dir] [--readme README.md]
+
+prints the headline tables of every results file in ``results_dir`` (default
+``results``), or rewrites the block between ``<!-- headline:start -->`` and
+``<!-- headline:end -->`` of the README.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from cflib.data import DATASET_TITLES
+from cflib.report.tables import bayes_table, comparison_table
+from cflib.results import read_results
+
+HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
+
+
+def _fmt(v, digits: int = 3) -> str:
+    return "–" if pd.isna(v) else f"{v:.{digits}g}"
+
+
+def markdown_ours_paper(table: pd.DataFrame, digits: int = 3) -> str:
+    """A ``comparison_table`` as a markdown table of ``ours / paper`` cells."""
+    metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
+    lines = ["| method | " + " | ".join(metrics) + " |",
+             "|---|" + "---|" * len(metrics)]
+    for method, row in table.iterrows():
+        cells = [f"{_fmt(row[(m, 'ours')], digits)} / {_fmt(row[(m, 'paper')], digits)}"
+                 for m in metrics]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown_bayes(table: pd.DataFrame, digits: int = 3) -> str:
+    """A ``bayes_table`` as markdown: ``mean ± sd`` cells, the paper's value after a slash."""
+    metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
+    lines = ["| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    for method, row in table.iterrows():
+        cells = []
+        for m in metrics:
+            c = f"{_fmt(row[(m, 'ours')], digits)} ± {_fmt(row[(m, '± sd')], digits)}"
+            if not pd.isna(row[(m, "paper")]):
+                c += f" / {_fmt(row[(m, 'paper')], digits)}"
+            cells.append(c)
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _c3lt_block(df: pd.DataFrame, dataset: str) -> str:
+    from cflib.c3lt_benchmark import C3LT_METRICS
+
+    acc = df.loc[df["method"] == "Classifier", "value"].item()
+    methods = list(dict.fromkeys(df.loc[df["method"] != "Classifier", "method"]))
+    t = comparison_table(df, "c3lt", dataset, metrics=[s.name for s in C3LT_METRICS],
+                         methods=methods)
+    return (f"**{DATASET_TITLES[dataset]}**, profile `{df['profile'].iloc[0]}`, seed "
+            f"{df['seed'].iloc[0]} (classifier test accuracy {acc:.4f}); mean over the "
+            f"three pairs, ours / paper:\n\n" + markdown_ours_paper(t))
+
+
+def _bayes_blocks(df: pd.DataFrame) -> list[str]:
+    out = []
+    for s in dict.fromkeys(df.loc[df["method"] != "Classifier", "setting"]):
+        acc = df.loc[(df["method"] == "Classifier") & (df["setting"] == s), "value"].item()
+        n = df.loc[(df["setting"] == s) & (df["repeat"] >= 0), "repeat"].nunique()
+        out.append(f"**MNIST, Bayesian classifiers: {s}**, profile `{df['profile'].iloc[0]}` "
+                   f"(posterior-mean test accuracy {acc:.4f}); mean ± sd over {n} repeats, "
+                   f"paper's IM1 after the slash:\n\n" + markdown_bayes(bayes_table(df, s)))
+    return out
+
+
+#: results file -> how its headline block is made
+BLOCKS = {
+    "mnist_eval": lambda df: [_c3lt_block(df, "mnist")],
+    "fashion_mnist_test": lambda df: [_c3lt_block(df, "fmnist")],
+    "mnist_bayesian": _bayes_blocks,
+}
+
+
+def headline(results_dir="results") -> str:
+    """Markdown headline tables of every committed results file (README)."""
+    out = []
+    for name, block in BLOCKS.items():
+        f = Path(results_dir) / f"{name}.csv"
+        if f.exists():
+            out += block(read_results(f))
+    return "\n\n".join(out)
+
+
+def update_readme(readme="README.md", results_dir="results") -> str:
+    """Rewrite the text between the headline markers of ``readme`` with :func:`headline`."""
+    path = Path(readme)
+    text = path.read_text()
+    if HEADLINE_START not in text or HEADLINE_END not in text:
+        raise ValueError(f"{readme} has no {HEADLINE_START} ... {HEADLINE_END} block")
+    head, rest = text.split(HEADLINE_START, 1)
+    _, tail = rest.split(HEADLINE_END, 1)
+    new = f"{head}{HEADLINE_START}\n{headline(results_dir)}\n{HEADLINE_END}{tail}"
+    path.write_text(new)
+    return new
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description="Headline tables of the committed results.")
+    ap.add_argument("results_dir", nargs="?", default="results")
+    ap.add_argument("--readme", help="rewrite the headline block of this README instead of printing")
+    args = ap.parse_args(argv)
+    if args.readme:
+        update_readme(args.readme, args.results_dir)
+    else:
+        print(headline(args.results_dir))

@@ -1,0 +1,145 @@
+"""The book's tables: ours beside the papers' values, per-pair pivots, rankings.
+
+Paper values come from :mod:`cflib.reference` (never typed in); metric directions,
+display scales and titles from the metric specs (:mod:`cflib.metrics.spec`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cflib.data import CLASS_NAMES, parse_pair
+from cflib.metrics.spec import get_spec
+from cflib.reference import load_reported, reported_on_our_scale
+
+
+def _title(metric: str) -> str:
+    try:
+        return get_spec(metric).title
+    except ValueError:
+        return metric
+
+
+def _scale(metric: str) -> float:
+    try:
+        return get_spec(metric).display_scale
+    except ValueError:
+        return 1.0
+
+
+def comparison_table(results: pd.DataFrame, table: str, dataset: str, pair: str = "mean",
+                     metrics=None, methods=None) -> pd.DataFrame:
+    """Ours beside the paper's: rows = methods, columns = (metric, ours/paper), table scale."""
+    ours = results[(results["pair"] == pair) & (results["method"] != "Classifier")]
+    ours = ours.groupby(["method", "metric"])["value"].mean().unstack()
+    paper = reported_on_our_scale(table, dataset)
+    paper = paper.pivot_table(index="method", columns="metric", values="value", aggfunc="first")
+    metrics = list(metrics or ours.columns)
+    methods = list(methods or ours.index)
+    cols = {}
+    for m in metrics:
+        f, title = _scale(m), _title(m)
+        cols[(title, "ours")] = ours.reindex(methods)[m] * f if m in ours else np.nan
+        cols[(title, "paper")] = (paper.reindex(methods)[m] * f if m in paper.columns
+                                  else pd.Series(np.nan, index=methods))
+    out = pd.DataFrame(cols, index=methods)
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    out.index.name = "method"
+    return out
+
+
+def pair_table(results: pd.DataFrame, metrics) -> pd.DataFrame:
+    """Every metric per (pair, method), on the paper's scale: the long form of the table."""
+    df = results[results["method"] != "Classifier"]
+    out = df.pivot_table(index=["pair", "method"], columns="metric", values="value",
+                         aggfunc="mean", sort=False)
+    out = out[[m for m in metrics if m in out.columns]]
+    for m in out.columns:
+        out[m] = out[m] * _scale(m)
+    return out.rename(columns={m: _title(m) for m in out.columns})
+
+
+def style(table: pd.DataFrame, digits: int = 3):
+    """A pandas Styler with a fixed number of significant digits and NaN shown as '–'."""
+    return table.style.format(lambda v: "–" if pd.isna(v) else f"{v:.{digits}g}")
+
+
+def pair_title(dataset: str, pair) -> str:
+    q, t = parse_pair(pair)
+    names = CLASS_NAMES[dataset]
+    if dataset == "mnist":
+        return f"{q} → {t}"
+    return f"{q} ({names[q]}) → {t} ({names[t]})"
+
+
+def pairs_table(dataset: str, pairs) -> pd.DataFrame:
+    """The class pairs with class names beside the class numbers."""
+    names = CLASS_NAMES[dataset]
+    rows = []
+    for p in pairs:
+        q, t = parse_pair(p)
+        rows.append({"pair": p, "query": f"{q} ({names[q]})", "target": f"{t} ({names[t]})"})
+    return pd.DataFrame(rows).set_index("pair")
+
+
+def metrics_table(specs) -> pd.DataFrame:
+    """What each metric of a table means and which way is better, from its specs."""
+    return pd.DataFrame([{"metric": s.title, "meaning": s.description, "better": s.arrow}
+                         for s in specs]).set_index("metric")
+
+
+def rank_methods(frames: dict, metrics) -> dict:
+    """Per dataset, each method's rank (1 = best) on the pair-mean of each metric, in the
+    metric's own direction."""
+    out = {}
+    for name, df in frames.items():
+        mean = df[(df["pair"] == "mean") & (df["method"] != "Classifier")]
+        wide = mean.pivot_table(index="method", columns="metric", values="value", sort=False)
+        wide = wide[[m for m in metrics if m in wide.columns]]
+        out[name] = pd.DataFrame({m: wide[m].map(get_spec(m).key).rank(method="min")
+                                  for m in wide.columns})
+    return out
+
+
+def rank_summary(ranks: dict) -> pd.DataFrame:
+    """Mean rank over every metric except timings, per dataset, and its change."""
+    cols = {name: r.drop(columns=[c for c in r.columns if get_spec(c).timing]).mean(1)
+            for name, r in ranks.items()}
+    out = pd.DataFrame(cols)
+    if out.shape[1] == 2:
+        out["change"] = out.iloc[:, 1] - out.iloc[:, 0]
+    return out.sort_values(out.columns[0])
+
+
+# -- the Bayesian chapter -------------------------------------------------------------------
+def bayes_table(results: pd.DataFrame, setting: str, dataset: str = "mnist",
+                metrics=None, methods=None) -> pd.DataFrame:
+    """One setting: per method and metric our mean and standard deviation over the
+    repeats, and the paper's value where ``reported.csv`` has one (IM1 only)."""
+    df = results[(results["setting"] == setting) & (results["method"] != "Classifier")]
+    if df.empty:
+        raise ValueError(f"no results for setting {setting!r}")
+    g = df.groupby(["method", "metric"], sort=False)["value"]
+    mean, std = g.mean().unstack(), g.std().unstack()
+    paper = load_reported("bayes", dataset)
+    paper = paper[paper["setting"] == setting].set_index(["method", "metric"])["value"]
+    methods = list(methods or mean.index)
+    metrics = list(metrics or dict.fromkeys(df["metric"]))
+    cols = {}
+    for m in metrics:
+        if m not in mean.columns:
+            continue
+        cols[(m, "ours")] = mean.reindex(methods)[m]
+        cols[(m, "± sd")] = std.reindex(methods)[m]
+        cols[(m, "paper")] = pd.Series([paper.get((meth, m), np.nan) for meth in methods],
+                                       index=methods, dtype=float)
+    out = pd.DataFrame(cols, index=methods)
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    out.index.name = "method"
+    return out
+
+
+def perturbation_table(curves: pd.DataFrame) -> pd.DataFrame:
+    """Mean validity over repeats per (setting, method) and weight-noise scale."""
+    return curves.pivot_table(index=["setting", "method"], columns="scale", values="validity",
+                              aggfunc="mean", sort=False)

@@ -1,0 +1,134 @@
+"""The method catalog: every method built with one call, explaining a batch, leaving the
+caller's model, flags and RNG as they were; methods not tied to 28x28 take 3x32x32."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from cflib.explainers import METHODS, Explainer, get_method
+from cflib.models import ConvAutoencoder
+from cflib.models.dcgan import DCGAN, EncoderDCGAN
+
+#: methods whose paper ties them to the 28x28 DCGAN (C3LT's generator)
+TIED_TO_28 = {"C3LT"}
+
+
+@pytest.fixture(scope="module")
+def data(bars):
+    torch.manual_seed(0)
+    gan = DCGAN(ngf=8, ndf=8).eval()
+    return dict(train=bars, pool=bars, autoencoder=ConvAutoencoder().eval(),
+                generator=gan.generator, discriminator=gan.discriminator,
+                encoder=EncoderDCGAN(ndf=8).eval(), cache=False)
+
+
+def _state(model: nn.Module):
+    return ([m.training for m in model.modules()],
+            [p.requires_grad for p in model.parameters()],
+            {k: v.clone() for k, v in model.state_dict().items()})
+
+
+def test_the_catalog_holds_every_method_of_the_tables():
+    assert list(METHODS) == ["Original Data", "Adv. Attack", "CEM", "CVE", "ExpGAN", "C3LT",
+                             "Wachter", "BayesCF", "ROAR", "Schut", "PSCE"]
+    assert all(issubclass(cls, Explainer) and cls.name == name for name, cls in METHODS.items())
+    with pytest.raises(ValueError, match="unknown method 'DiCE'.*C3LT"):
+        get_method("DiCE")
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_method_builds_from_one_call_and_explains_a_batch(name, tiny_classifier, bars,
+                                                                data):
+    x, y = bars
+    xq = x[y == 0][:4]
+    ex = METHODS[name].from_profile(tiny_classifier, dataset="mnist", profile="smoke", seed=0,
+                                    pair=(0, 1), **data)
+    cf = ex.explain(xq, 1, seed=0)
+    assert cf.method == name and cf.x_cf.shape == xq.shape
+    assert torch.isfinite(cf.x_cf).all() and cf.x_cf.abs().max() <= 1
+    assert cf.success.shape == (4,) and cf.meta["config"] and cf.seconds >= 0
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_explain_and_fit_leave_the_callers_state_as_it_was(name, bars, data):
+    from cflib.models import C3LTClassifier
+    from cflib.training import train_classifier
+
+    torch.manual_seed(1)
+    clf = C3LTClassifier()
+    x, y = bars
+    train_classifier(clf, x[:64], y[:64], epochs=1, batch_size=32)
+    clf.zero_grad(set_to_none=True)
+    clf.train()                                   # a model explained mid-training
+    clf.head[1].weight.requires_grad_(False)      # with mixed flags
+    ae = ConvAutoencoder().train()
+    caller = {**data, "autoencoder": ae}
+    before_clf, before_ae = _state(clf), _state(ae)
+    rng = torch.random.get_rng_state()
+    ex = METHODS[name].from_profile(clf, dataset="mnist", profile="smoke", seed=0, pair=(0, 1),
+                                    **caller)
+    ex.explain(x[y == 0][:3], 1, seed=3)
+    assert torch.equal(torch.random.get_rng_state(), rng)
+    for before, model in ((before_clf, clf), (before_ae, ae)):
+        modes, flags, weights = _state(model)
+        assert modes == before[0] and flags == before[1]
+        assert all(torch.equal(weights[k], v) for k, v in before[2].items())
+    # the model goes on training: gradients reach its trainable parameters
+    clf(x[:2]).sum().backward()
+    assert clf.head[4].weight.grad is not None and clf.head[1].weight.grad is None
+
+
+class SmallRGB(nn.Module):
+    """A 3x32x32 classifier with the C3LT layout (``features`` map + ``head``), 5 classes."""
+
+    def __init__(self, n_classes: int = 5):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2d(3, 8, 5), nn.ReLU(), nn.MaxPool2d(2),
+                                  nn.Conv2d(8, 8, 5), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(8 * 5 * 5, 16), nn.ReLU(),
+                                  nn.Dropout(0.5), nn.Linear(16, n_classes))
+
+    def features(self, x):
+        return self.conv(x)
+
+    def classify_features(self, f):
+        return self.head(f)
+
+    def forward(self, x):
+        return self.head(self.conv(x))
+
+
+@pytest.mark.parametrize("name", sorted(set(METHODS) - TIED_TO_28))
+def test_methods_take_rgb_32x32_batches_and_other_class_counts(name):
+    from cflib.training import train_classifier
+
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(80) % 5
+    x = 0.2 * torch.randn(80, 3, 32, 32, generator=g) - 0.5
+    for c in range(5):                 # class c: a bright square in channel c % 3, place c
+        x[y == c, c % 3, 4 * c:4 * c + 12, 4 * c:4 * c + 12] += 1.0
+    x = x.clamp(-1, 1)
+    torch.manual_seed(0)
+    clf = SmallRGB()
+    train_classifier(clf, x, y, epochs=15, batch_size=16)
+    with torch.no_grad():
+        y = clf(x).argmax(1)           # labels the classifier agrees with
+    q, t = y.unique()[:2].tolist()
+    data = dict(train=(x, y), pool=(x, y), autoencoder=None, cache=False)
+    ex = METHODS[name].from_profile(clf, dataset="mnist", profile="smoke", seed=0, pair=(q, t),
+                                    **data)
+    cf = ex.explain(x[y == q][:3], t)
+    assert cf.x_cf.shape == (len(cf), 3, 32, 32) and torch.isfinite(cf.x_cf).all()
+    with pytest.raises(ValueError, match=r"0\.\.4"):
+        ex.explain(x[:3], 7)          # the classifier has 5 outputs
+
+
+def test_from_profile_names_unknown_data_and_missing_pairs(tiny_classifier):
+    with pytest.raises(TypeError, match="unknown data argument.*'pools'"):
+        METHODS["CEM"].from_profile(tiny_classifier, dataset="mnist", profile="smoke",
+                                    pools=None)
+    with pytest.raises(ValueError, match="pair=\\(query, target\\)"):
+        METHODS["CVE"].from_profile(tiny_classifier, dataset="mnist", profile="smoke")
+    with pytest.raises(ValueError, match="unknown profile"):
+        METHODS["Schut"].from_profile(tiny_classifier, dataset="mnist", profile="huge")
