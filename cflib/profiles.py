@@ -18,7 +18,8 @@ class Profile:
     # classifier (C3LT CNN) and FID/KID feature network
     clf_epochs: int
     feat_epochs: int
-    # IM1/IM2 autoencoders (Schut et al. reference setup: 30 epochs per class, 4 all-class)
+    # IM1/IM2 autoencoders: at most these epochs, early stopping on a held-out tenth
+    # (the reference setup trains 30 epochs per class, 4 all-class)
     ae_class_epochs: int
     ae_all_epochs: int
     ae_subset: int | None
@@ -39,6 +40,8 @@ class Profile:
     c3lt_subset: int | None       # training images per class for the mappings
     # AUPC path resolution (784/50 pixels a step in the paper)
     aupc_steps: int = 50
+    # early stopping of the autoencoders: epochs without a better validation error
+    ae_patience: int = 3
     # Bayesian chapter
     bayes_repeats: int = 1
     bayes_n_images: int = 100
@@ -54,7 +57,7 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         name="smoke", n_images=12, train_subset=4000, clf_epochs=1, feat_epochs=1,
-        ae_class_epochs=1, ae_all_epochs=1, ae_subset=1000, adv_steps=10,
+        ae_class_epochs=2, ae_all_epochs=1, ae_subset=1000, ae_patience=1, adv_steps=10,
         cem_max_iterations=20, cem_c_steps=2, cve_n_distractors=2, expgan_epochs=1,
         dcgan_epochs=1, dcgan_subset=1024, encoder_epochs=1, c3lt_epochs=1,
         c3lt_subset=256, aupc_steps=10, bayes_repeats=1, bayes_n_images=8,
@@ -62,15 +65,15 @@ PROFILES: dict[str, Profile] = {
     ),
     "standard": Profile(
         name="standard", n_images=200, train_subset=None, clf_epochs=4, feat_epochs=1,
-        ae_class_epochs=10, ae_all_epochs=1, ae_subset=None, adv_steps=100,
-        cem_max_iterations=100, cem_c_steps=2, cve_n_distractors=5, expgan_epochs=6,
-        dcgan_epochs=1, dcgan_subset=None, encoder_epochs=1, c3lt_epochs=10,
+        ae_class_epochs=30, ae_all_epochs=20, ae_subset=None, ae_patience=3, adv_steps=100,
+        cem_max_iterations=250, cem_c_steps=3, cve_n_distractors=5, expgan_epochs=6,
+        dcgan_epochs=2, dcgan_subset=None, encoder_epochs=2, c3lt_epochs=10,
         c3lt_subset=1000, aupc_steps=50, bayes_repeats=3, bayes_n_images=100,
         bayes_epochs=3, bayes_opt_steps=100, schut_max_iters=1000,
     ),
     "paper": Profile(
         name="paper", n_images=None, train_subset=None, clf_epochs=10, feat_epochs=10,
-        ae_class_epochs=30, ae_all_epochs=4, ae_subset=None, adv_steps=200,
+        ae_class_epochs=100, ae_all_epochs=50, ae_subset=None, ae_patience=5, adv_steps=200,
         cem_max_iterations=1000, cem_c_steps=10, cve_n_distractors=10, expgan_epochs=50,
         dcgan_epochs=25, dcgan_subset=None, encoder_epochs=20, c3lt_epochs=200,
         c3lt_subset=None, aupc_steps=50, bayes_repeats=5, bayes_n_images=100,

@@ -77,6 +77,15 @@ def read_results(name_or_path, results_dir="results") -> pd.DataFrame:
     return tidy(df)
 
 
+def read_table(path) -> pd.DataFrame:
+    """Any CSV the book writes (tuning evidence, curves), empty strings kept as such."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no file {path}; the command that writes it is named in "
+                                "the module that reads it (e.g. python -m cflib.tuning ...)")
+    return pd.read_csv(path, keep_default_na=False)
+
+
 def with_pair_means(df: pd.DataFrame) -> pd.DataFrame:
     """Append the mean over pairs (``pair = "mean"``) of every method and metric."""
     per_pair = df[df["pair"] != "mean"]

@@ -6,7 +6,7 @@ the profile, so no weight is shared across datasets or profiles by accident.
 from __future__ import annotations
 
 from cflib.data import canonical_dataset, class_subset, load_split, subsample
-from cflib.models import C3LTClassifier, ConvAutoencoder, FeatureNet
+from cflib.models import C3LTClassifier, FeatureNet
 from cflib.profiles import Profile, get_profile
 from cflib.training import accuracy, cached, train_autoencoder, train_classifier
 
@@ -51,32 +51,63 @@ def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
                                seed + 1000, profile.feat_epochs, device, use_cache)
 
 
-def autoencoder(dataset: str, cls: int | None, profile="standard", seed: int = 0,
-                device="cpu", use_cache: bool = True):
-    """A conv autoencoder on one class (``cls``) or on all classes (``cls=None``)."""
+#: the class-specific autoencoder architecture of IM1/IM2, chosen on the validation pairs
+#: (MNIST 7->2, Fashion-MNIST 1->3) by ``python -m cflib.tuning im_autoencoder``: the one
+#: whose IM1 best separates real target-class from real query-class held-out training
+#: images (``results/tuning/im_autoencoder.csv``; a test keeps the two in agreement)
+IM_CLASS_AE = "dense-20"
+#: the all-class autoencoder (IM2, CEM's and PSCE's loss terms): the reference one
+ALL_CLASS_AE = "conv-1x14x14"
+AE_VAL_FRACTION = 0.1
+
+
+def autoencoder_split(dataset: str, cls: int | None, profile="standard", seed: int = 0):
+    """The training images of an autoencoder and its held-out validation images: the
+    train split (of class ``cls``, or all classes), ``profile.ae_subset`` of them, split
+    by a seeded permutation into (1 - AE_VAL_FRACTION, AE_VAL_FRACTION)."""
+    from cflib.data import holdout
+
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    x, y = load_split(dataset, "train")
+    if cls is not None:
+        x, y = class_subset(x, y, cls)
+    x, _ = subsample(x, y, profile.ae_subset, seed)
+    return holdout(x, AE_VAL_FRACTION, seed)
+
+
+def autoencoder(dataset: str, cls: int | None, profile="standard", seed: int = 0,
+                device="cpu", use_cache: bool = True, arch: str | None = None):
+    """An autoencoder of one class (``cls``) or of all classes (``cls=None``).
+
+    ``arch`` defaults to :data:`IM_CLASS_AE` for a class and :data:`ALL_CLASS_AE` for
+    all classes (:func:`cflib.models.autoencoder.make_autoencoder`).  Adam (lr 1e-3,
+    batch 128) on the MSE, at most ``ae_class_epochs`` / ``ae_all_epochs`` epochs with
+    early stopping (``ae_patience``) on the held-out tenth of
+    :func:`autoencoder_split`, whose best epoch is kept.  ``info`` holds the validation
+    and test reconstruction errors per pixel and the epochs run.
+    """
+    from cflib.models.autoencoder import make_autoencoder
+    from cflib.training import reconstruction_mse
+
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    arch = arch or (ALL_CLASS_AE if cls is None else IM_CLASS_AE)
+    make_autoencoder(arch)  # an unknown architecture fails before any training
     epochs = profile.ae_all_epochs if cls is None else profile.ae_class_epochs
-    cfg = _base("autoencoder", dataset, profile, seed, arch="ConvAutoencoder-16",
-                cls=cls, epochs=epochs, lr=1e-3, batch_size=128, subset=profile.ae_subset)
+    cfg = _base("autoencoder", dataset, profile, seed, arch=arch, cls=cls, max_epochs=epochs,
+                patience=profile.ae_patience, val_fraction=AE_VAL_FRACTION, lr=1e-3,
+                batch_size=128, subset=profile.ae_subset)
 
     def train(model):
-        x, y = load_split(dataset, "train")
-        if cls is not None:
-            x, y = class_subset(x, y, cls)
-        x, _ = subsample(x, y, profile.ae_subset, seed)
-        train_autoencoder(model, x, epochs, seed=seed,
-                          desc=f"AE {dataset} {'all' if cls is None else cls}")
+        x, x_val = autoencoder_split(dataset, cls, profile, seed)
+        info = train_autoencoder(model, x, epochs, seed=seed, x_val=x_val,
+                                 patience=profile.ae_patience,
+                                 desc=f"AE {arch} {dataset} {'all' if cls is None else cls}")
         xt, yt = load_split(dataset, "test")
         if cls is not None:
             xt, yt = class_subset(xt, yt, cls)
-        import torch
-        with torch.no_grad():
-            dev = next(model.parameters()).device
-            mse = sum(((model(xt[i:i + 1000].to(dev)) - xt[i:i + 1000].to(dev)) ** 2).sum().item()
-                      for i in range(0, len(xt), 1000)) / xt.numel()
-        return {"test_mse": mse}
+        return {**info, "test_mse": reconstruction_mse(model, xt)}
 
-    return cached("autoencoder", cfg, ConvAutoencoder, train, device, use_cache)
+    return cached("autoencoder", cfg, lambda: make_autoencoder(arch), train, device, use_cache)
 
 
 def _dcgan_config(dataset: str, profile: Profile, seed: int) -> dict:

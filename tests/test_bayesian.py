@@ -172,9 +172,9 @@ def test_schut_stops_done_images_and_respects_budget(mc_model, queries):
     assert (changed <= 3).all()                                  # one pixel per iteration
     steps = (x_cf - queries[:4]).abs()
     assert steps.max() <= 3 * 0.4 + 1e-5
-    # an image already confidently in the target class does not change
-    confident = Schut(mc_model, max_iters=5, confidence=0.5).explain(queries[:2], 0).x_cf
-    assert torch.equal(confident, queries[:2])
+    # a batch already in its target class is refused, not reported as valid
+    with pytest.raises(ValueError, match="already assigns every query"):
+        Schut(mc_model, max_iters=5, confidence=0.5).explain(queries[:2], 0)
 
 
 def test_wachter_uses_deterministic_pass_bayescf_the_mean(mc_model, queries):

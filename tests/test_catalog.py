@@ -11,7 +11,7 @@ from cflib.models import ConvAutoencoder
 from cflib.models.dcgan import DCGAN, EncoderDCGAN
 
 #: methods whose paper ties them to the 28x28 DCGAN (C3LT's generator)
-TIED_TO_28 = {"C3LT"}
+TIED_TO_28 = {"C3LT", "C3LT (reconstruction)"}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,9 @@ def _state(model: nn.Module):
 
 
 def test_the_catalog_holds_every_method_of_the_tables():
-    assert list(METHODS) == ["Original Data", "Adv. Attack", "CEM", "CVE", "ExpGAN", "C3LT",
+    assert list(METHODS) == ["Original Data", "Query (unchanged)", "Adv. Attack", "CEM",
+                             "CEM (targeted)", "CVE", "CVE (receptive field)", "ExpGAN",
+                             "C3LT", "C3LT (reconstruction)",
                              "Wachter", "BayesCF", "ROAR", "Schut", "PSCE"]
     assert all(issubclass(cls, Explainer) and cls.name == name for name, cls in METHODS.items())
     with pytest.raises(ValueError, match="unknown method 'DiCE'.*C3LT"):
@@ -80,13 +82,14 @@ def test_explain_and_fit_leave_the_callers_state_as_it_was(name, bars, data):
 
 
 class SmallRGB(nn.Module):
-    """A 3x32x32 classifier with the C3LT layout (``features`` map + ``head``), 5 classes."""
+    """A 3x32x32 classifier with the C3LT layout (``features`` map + ``head``), 5 classes;
+    its 8 x 8 feature map cuts the image into 4 x 4-pixel grid tiles (CVE)."""
 
     def __init__(self, n_classes: int = 5):
         super().__init__()
-        self.conv = nn.Sequential(nn.Conv2d(3, 8, 5), nn.ReLU(), nn.MaxPool2d(2),
-                                  nn.Conv2d(8, 8, 5), nn.ReLU(), nn.MaxPool2d(2))
-        self.head = nn.Sequential(nn.Flatten(), nn.Linear(8 * 5 * 5, 16), nn.ReLU(),
+        self.conv = nn.Sequential(nn.Conv2d(3, 8, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                                  nn.Conv2d(8, 8, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(8 * 8 * 8, 16), nn.ReLU(),
                                   nn.Dropout(0.5), nn.Linear(16, n_classes))
 
     def features(self, x):

@@ -14,7 +14,7 @@ def split(bars):
 @pytest.fixture(scope="module")
 def result(tiny_classifier, split):
     xq, xp, yp = split
-    ex = CVE(tiny_classifier, n_distractors=3).fit(xp, yp)
+    ex = CVE(tiny_classifier, n_distractors=3, paste="receptive_field").fit(xp, yp)
     return ex, ex.explain(xq, target=1, seed=0)
 
 

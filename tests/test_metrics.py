@@ -35,12 +35,13 @@ def test_im1_per_sample():
     assert torch.allclose(out, torch.tensor([4.0, 4.0]))
 
 
-def test_im2_known_value():
-    x = torch.ones(1, 1, 2, 2)
-    # ||AE_t(x) - AE(x)||^2 = ||0 - x/2||^2 = 4 * 0.25 = 1 ; ||x||_1 = 4  ->  0.25
-    assert im2(x, Scale(0), Scale(0.5), eps=0).item() == pytest.approx(0.25)
-    # the sign of pixels does not matter for the L1 norm
-    assert im2(-x, Scale(0), Scale(0.5), eps=0).item() == pytest.approx(0.25)
+def test_im2_known_value_on_the_unit_scale():
+    x = torch.ones(1, 1, 2, 2)              # white on [-1, 1]: u = 1 on [0, 1]
+    # on [0, 1]: ||(AE_t(x) - AE(x)) / 2||^2 = ||(0 - x/2) / 2||^2 = 4 / 16 ; ||u||_1 = 4
+    assert im2(x, Scale(0), Scale(0.5), eps=0).item() == pytest.approx(1 / 16)
+    # black (-1 on [-1, 1]) is 0 on [0, 1]: a half-grey image has ||u||_1 = 2
+    half = torch.tensor([[[[1.0, 1.0], [-1.0, -1.0]]]])
+    assert im2(half, Scale(0), Scale(0.5), eps=0).item() == pytest.approx(1 / 8)
 
 
 def test_proximity_known_value():

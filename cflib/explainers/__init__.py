@@ -6,7 +6,9 @@ class; every class builds itself for a profile with the same call::
     METHODS["C3LT"].from_profile(classifier, dataset="mnist", profile="smoke",
                                  seed=0, pair=(4, 9))
 
-C3LT table (Khorram & Fuxin 2022): Original Data, Adv. Attack, CEM, CVE, ExpGAN, C3LT.
+C3LT table (Khorram & Fuxin 2022): Original Data, Adv. Attack, CEM, CVE, ExpGAN, C3LT,
+plus our reference rows and variants: Query (unchanged), CEM (targeted),
+CVE (receptive field), C3LT (reconstruction).
 Bayesian classifiers (Duell & Fan 2026): Wachter, BayesCF, ROAR, Schut, PSCE.
 """
 from cflib.explainers.adversarial import AdvAttack, AdvAttackConfig
@@ -18,11 +20,11 @@ from cflib.explainers.base import (
     check_images,
     predict,
 )
-from cflib.explainers.c3lt import C3LT, C3LTConfig
-from cflib.explainers.cem import CEM, CEMConfig
-from cflib.explainers.cve import CVE, CVEConfig
+from cflib.explainers.c3lt import C3LT, C3LTConfig, C3LTReconstruction
+from cflib.explainers.cem import CEM, CEMConfig, CEMTargeted
+from cflib.explainers.cve import CVE, CVEConfig, CVEReceptiveField
 from cflib.explainers.expgan import ExpGAN, ExpGANConfig
-from cflib.explainers.original import OriginalData, OriginalDataConfig
+from cflib.explainers.original import OriginalData, OriginalDataConfig, QueryUnchanged
 from cflib.explainers.psce import PSCE, PSCEConfig
 from cflib.explainers.roar import ROAR, ROARConfig
 from cflib.explainers.schut import Schut, SchutConfig
@@ -31,7 +33,8 @@ from cflib.scopes import frozen, seeded
 
 #: the catalog: method name as the papers spell it -> explainer class
 METHODS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
-    OriginalData, AdvAttack, CEM, CVE, ExpGAN, C3LT,
+    OriginalData, QueryUnchanged, AdvAttack, CEM, CEMTargeted, CVE, CVEReceptiveField,
+    ExpGAN, C3LT, C3LTReconstruction,
     Wachter, BayesCF, ROAR, Schut, PSCE,
 )}
 
@@ -45,7 +48,8 @@ def get_method(name: str) -> type[Explainer]:
 
 __all__ = ["METHODS", "DATA_KEYS", "get_method", "Counterfactuals", "Explainer",
            "ExplainerConfig", "check_images", "predict", "frozen", "seeded",
-           "OriginalData", "OriginalDataConfig", "AdvAttack", "AdvAttackConfig",
-           "CEM", "CEMConfig", "CVE", "CVEConfig", "ExpGAN", "ExpGANConfig",
-           "C3LT", "C3LTConfig", "Wachter", "BayesCF", "WachterConfig", "ROAR", "ROARConfig",
+           "OriginalData", "OriginalDataConfig", "QueryUnchanged", "AdvAttack",
+           "AdvAttackConfig", "CEM", "CEMConfig", "CEMTargeted", "CVE", "CVEConfig",
+           "CVEReceptiveField", "ExpGAN", "ExpGANConfig", "C3LT", "C3LTConfig",
+           "C3LTReconstruction", "Wachter", "BayesCF", "WachterConfig", "ROAR", "ROARConfig",
            "Schut", "SchutConfig", "PSCE", "PSCEConfig"]

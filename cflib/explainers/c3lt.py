@@ -477,7 +477,7 @@ class C3LT(Explainer):
             raise ValueError(f"images of shape {tuple(x.shape[1:])} do not match the "
                              f"generator's {self.image_shape}")
         bs, n = self.config.batch_size, self.config.n_steps
-        out = torch.empty_like(x)
+        out, recon = torch.empty_like(x), torch.empty_like(x)
         with torch.no_grad():
             for i in range(0, len(x), bs):
                 xb, tb = x[i:i + bs], target[i:i + bs]
@@ -486,5 +486,44 @@ class C3LT(Explainer):
                 z_h = nonlinear_map_step(z, self.maps.h, n)[-1]
                 z_cf = torch.where((tb == t).view(-1, 1, 1, 1), z_g, z_h)
                 out[i:i + bs] = self.generator(z_cf)
+                recon[i:i + bs] = self.generator(z)
+        # G(E(x)): the part of the change that is the encoder/generator, not the mapping
+        return out, {"reconstruction": recon}
+
+
+class C3LTReconstruction(C3LT):
+    """``C3LT (reconstruction)``: ``G(E(x))`` itself, the C3LT pipeline without the
+    mapping.  A reference row: its proximity is what the encoder and generator alone
+    change, so a reader sees how much of C3LT's change is the mapping."""
+
+    name = "C3LT (reconstruction)"
+    learned = False
+
+    @classmethod
+    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
+        from cflib import zoo
+        from cflib.explainers.base import model_device
+
+        dev = model_device(classifier)
+        G, D, E = data.get("generator"), data.get("discriminator"), data.get("encoder")
+        if G is None:
+            (G, D), _ = zoo.dcgan(dataset, profile, seed, device=dev)
+        if E is None:
+            E, _ = zoo.c3lt_encoder(dataset, profile, seed, device=dev)
+        return cls(classifier, cls.Config(**cls.profile_config(profile, seed)),
+                   generator=G, encoder=E, discriminator=D)
+
+    def fit(self, *args, **kwargs) -> "C3LTReconstruction":
+        """Nothing to learn: G and E are pretrained."""
+        self.fitted = True
+        return self
+
+    def _generate(self, x, target, query, generator):
+        self._check_latent(x)
+        bs = self.config.batch_size
+        out = torch.empty_like(x)
+        with torch.no_grad():
+            for i in range(0, len(x), bs):
+                out[i:i + bs] = self.generator(self.encoder(x[i:i + bs]))
         return out
 

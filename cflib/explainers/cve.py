@@ -31,25 +31,25 @@ candidate with the fewest edits is kept (ties: the higher final target
 log-probability; if no candidate reaches ``c'``, the one with the highest target
 log-probability after ``max_edits``).
 
-The counterfactual *image* is the query with, for each edit ``i <- j`` in the order
-the search made them, the image region that distractor cell ``j`` encodes pasted at
-the region of query cell ``i`` (shifted by the offset between the two cells).  The
-paper shows an explanation as highlighted regions of both images and leaves the
-region of a cell to the reader; we take the cell's *receptive field*
-(``paste="receptive_field"``, the default), found once by back-propagating each
-cell of the feature map to the input: for the C3LT CNN a 4 x 4-map cell
-``(r, c)`` sees the 16 x 16 window of pixels ``4r .. 4r+15``, ``4c .. 4c+15``, at
-stride 4.  Windows of neighbouring cells overlap, so a later edit overwrites the
-overlap of an earlier one.  ``paste="grid"`` cuts the image into the feature map's
-``h x w`` grid of equal tiles instead (7 x 7-pixel tiles for 28 x 28 images), a
-coarser stand-in that is misaligned with what the cells see (cell centres at
-pixels 7.5, 11.5, 15.5, 19.5, tile centres at 3.5, 10.5, 17.5, 24.5).  Either
-way the image is a visualisation of the feature-level explanation, not an image
-the search optimised: its validity is whatever the classifier says about it (the
-C3LT paper reports 0.23 on MNIST) and nothing forces it.  ``explain`` records in
-``meta`` the number of edits per image (``n_edits``, and their mean
-``mean_edits``), the feature-level success (``feature_success``, mean
-``feature_validity``) and the chosen pool image (``distractor``).
+The counterfactual *image* is the query with, for each edit ``i <- j``, the image
+region that distractor cell ``j`` encodes pasted at the region of query cell ``i``.
+The paper shows an explanation as the highlighted grid regions of both images (its
+figures cut the image into the feature map's grid); ``CVE`` does the same
+(``paste="grid"``, the default): the image is cut into the map's ``h x w`` grid of
+equal tiles (7 x 7-pixel tiles for 28 x 28 images and a 4 x 4 map) and tile ``j`` of
+the distractor replaces tile ``i`` of the query.  ``CVE (receptive field)``
+(``paste="receptive_field"``, our variant) pastes each cell's *receptive field*
+instead, found once by back-propagating each cell of the feature map to the input:
+for the C3LT CNN a 4 x 4-map cell ``(r, c)`` sees the 16 x 16 window of pixels
+``4r .. 4r+15``, ``4c .. 4c+15``, at stride 4; windows overlap, so edits are pasted in
+the order the search made them and later ones overwrite the overlap.  It changes far
+more pixels and flips the decision far more often.  Either way the image is a
+visualisation of the feature-level explanation, not an image the search optimised:
+its validity is whatever the classifier says about it (the C3LT paper reports 0.23
+on MNIST) and nothing forces it.  ``explain`` records in ``meta`` the number of edits
+per image (``n_edits``, and their mean ``mean_edits``), the feature-level success
+(``feature_success``, mean ``feature_validity``) and the chosen pool image
+(``distractor``).
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ class CVEConfig(ExplainerConfig):
     max_edits: int = 16               # cap on greedy steps (16 = every cell of the 4x4 map)
     distractor_selection: str = "random"   # "random" (seeded draw) or "nearest" (feature space)
     search_chunk: int = 128           # (query, distractor) pairs whose hw*hw candidates share one head forward
-    paste: str = "receptive_field"    # image region of a cell: its receptive field, or "grid" tiles
+    paste: str = "grid"               # image region of a cell: "grid" tiles, or its "receptive_field"
 
     def __post_init__(self):
         super().__post_init__()
@@ -376,3 +376,16 @@ class CVE(Explainer):
                      "feature_success": success,
                      "feature_validity": success.float().mean().item(),
                      "distractor": chosen}
+
+
+@dataclass(frozen=True)
+class CVEReceptiveFieldConfig(CVEConfig):
+    paste: str = "receptive_field"
+
+
+class CVEReceptiveField(CVE):
+    """``CVE (receptive field)``: the same search, each edited cell's receptive field
+    pasted instead of its grid tile (our variant)."""
+
+    name = "CVE (receptive field)"
+    Config = CVEReceptiveFieldConfig

@@ -1,7 +1,9 @@
-"""``Original Data``: real target-class images scored like counterfactuals.
+"""Reference rows scored like counterfactuals: they show each metric's range.
 
-The reference row of the C3LT table: the best a realism metric (IM1, FID, ...)
-can do is what real images of the target class get.
+* ``Original Data`` (the C3LT table's row): real test images of the target class,
+  what the best counterfactual could look like to a realism metric (IM1, FID, ...);
+* ``Query (unchanged)`` (ours): the query itself, no change at all, what a metric
+  gives an image that has not moved towards the target.
 """
 from __future__ import annotations
 
@@ -59,3 +61,13 @@ class OriginalData(Explainer):
             out[rows] = self.pool_x[pool[pick]].to(x.device)
         return out
 
+
+
+class QueryUnchanged(Explainer):
+    """Returns every query unchanged: the other end of each metric's range."""
+
+    name = "Query (unchanged)"
+    Config = OriginalDataConfig
+
+    def _generate(self, x, target, query, generator):
+        return x.clone()

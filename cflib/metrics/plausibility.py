@@ -1,6 +1,11 @@
 """IM1 and IM2, the autoencoder interpretability metrics of Van Looveren & Klaise (2019).
 
-Both are computed on the [-1, 1] scale the models see, per image, summing over pixels.
+Both are computed per image, summing over pixels, on the [0, 1] pixel scale of the
+public reference evaluation (Schut et al., ``uces/im_evaluation.py``: MNIST through
+``ToTensor()``).  The autoencoders see the [-1, 1] images of the project; their inputs
+and outputs are mapped to [0, 1] by ``u = (x + 1) / 2`` before the norms.  IM1, a ratio
+of two squared errors, is the same on either scale; IM2 is not (its L1 denominator
+counts the background at 0 on [0, 1], at 1 on [-1, 1]).
 """
 from __future__ import annotations
 
@@ -34,12 +39,15 @@ def im1(x_cf: torch.Tensor, ae_target: nn.Module, ae_query: nn.Module,
 
 def im2(x_cf: torch.Tensor, ae_target: nn.Module, ae_all: nn.Module,
         eps: float = 1e-8) -> torch.Tensor:
-    """IM2 = ||AE_t(x_cf) - AE(x_cf)||^2 / (||x_cf||_1 + eps), per image.
+    """IM2 = ||AE_t(x_cf) - AE(x_cf)||^2 / (||x_cf||_1 + eps), per image, on [0, 1].
 
-    Eq. (6) of Van Looveren & Klaise; ``ae_all`` is trained on every class.  The
+    Eq. (6) of Van Looveren & Klaise; ``ae_all`` is trained on every class.  With
+    ``u = (v + 1) / 2`` for every image ``v`` in [-1, 1], the numerator is a quarter of
+    the squared distance on [-1, 1] and the denominator ``||(x_cf + 1) / 2||_1``.  The
     C3LT table reports IM2 x 10.
     """
-    return _sq(_recon(ae_target, x_cf), _recon(ae_all, x_cf)) / (x_cf.abs().flatten(1).sum(1) + eps)
+    num = _sq(_recon(ae_target, x_cf), _recon(ae_all, x_cf)) / 4.0
+    return num / ((x_cf + 1).div(2).abs().flatten(1).sum(1) + eps)
 
 
 def im1_by_class(x_cf: torch.Tensor, target, query, autoencoders: dict) -> torch.Tensor:

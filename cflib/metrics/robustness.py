@@ -18,6 +18,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -25,7 +26,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 __all__ = ["implausibility", "perturbed_validity", "robustness_ratio",
-           "validity_under_perturbation"]
+           "validity_under_perturbation", "fresh_draws", "robustness_auc"]
 
 
 def _flat(x: torch.Tensor) -> torch.Tensor:
@@ -162,3 +163,29 @@ def validity_under_perturbation(model: nn.Module, x_cf: torch.Tensor, target, sc
         p = 1 if s == 0 else n_perturbations
         out[s] = perturbed_validity(model, x_cf, target, s, p, seed, relative).float().mean().item()
     return out
+
+
+def fresh_draws(model: nn.Module, n_samples: int | None = None, seed: int | None = None):
+    """A context in which a Bayesian classifier predicts with posterior draws that a
+    search never saw (``n_samples`` draws from ``seed``; see
+    :meth:`cflib.models.bayesian.BayesianClassifier.draws`); a no-op for a plain model."""
+    draws = getattr(model, "draws", None)
+    if callable(draws):
+        return draws(n_samples, seed)
+    return contextlib.nullcontext(model)
+
+
+def robustness_auc(curve: dict[float, float], lo: float = 1e-3, hi: float = 1e-1) -> float:
+    """Normalised area under a validity-vs-noise curve on a log axis, from ``lo`` to ``hi``.
+
+    ``curve`` maps noise scales to validity (:func:`validity_under_perturbation`); the
+    trapezoid rule over ``log10(scale)`` for the scales in [lo, hi], divided by the
+    width of that interval: 1 for a counterfactual set valid at every scale, 0 for one
+    valid at none.  The scales must include ``lo`` and ``hi``.
+    """
+    pts = sorted((s, v) for s, v in curve.items() if lo <= s <= hi)
+    if not pts or pts[0][0] != lo or pts[-1][0] != hi or len(pts) < 2:
+        raise ValueError(f"the curve needs points at {lo} and {hi}, got scales {sorted(curve)}")
+    xs = [math.log10(s) for s, _ in pts]
+    area = sum((xs[i + 1] - xs[i]) * (pts[i][1] + pts[i + 1][1]) / 2 for i in range(len(pts) - 1))
+    return area / (xs[-1] - xs[0])

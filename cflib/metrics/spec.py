@@ -25,7 +25,9 @@ class MetricSpec:
     metrics a runner sets itself); ``higher_is_better`` is True / False, or None
     when the best value is 0 (ranked by absolute value); ``display_scale`` is the
     factor the paper's table applies (IM2 x10, KID x1e3); ``timing`` marks wall-clock
-    metrics (left out of rankings and reproducibility checks).
+    metrics (left out of rankings and reproducibility checks); ``needs`` names a key of
+    ``Counterfactuals.meta`` that the metric reads: it is computed only for the methods
+    that report it (e.g. CVE's number of edits).
     """
 
     name: str
@@ -34,6 +36,11 @@ class MetricSpec:
     description: str = ""
     display_scale: float = 1.0
     timing: bool = False
+    needs: str | None = None
+
+    def applies(self, ctx) -> bool:
+        """Does this metric apply to the counterfactuals of ``ctx``?"""
+        return self.needs is None or self.needs in ctx.cf.meta
 
     @property
     def title(self) -> str:

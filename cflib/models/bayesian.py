@@ -34,6 +34,7 @@ a bit*), trained jointly with the trunk by the ELBO.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -162,6 +163,26 @@ class BayesianClassifier(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """log of the posterior-mean probability, (N, 10); argmax is the decision."""
         return self.sample_probs(x).mean(0).clamp_min(1e-30).log()
+
+    @contextlib.contextmanager
+    def draws(self, n_samples: int | None = None, seed=_DEFAULT):
+        """Inside the block, ``forward`` (and every method's default) uses ``n_samples``
+        posterior samples drawn with ``seed``; both are restored on exit.
+
+        Evaluation on draws that a search never saw (*fresh* draws) is
+        ``with model.draws(seed=another_seed): ...``.
+        """
+        old = (self.n_samples, self.sample_seed)
+        if n_samples is not None:
+            if int(n_samples) < 1:
+                raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+            self.n_samples = int(n_samples)
+        if seed is not _DEFAULT:
+            self.sample_seed = seed
+        try:
+            yield self
+        finally:
+            self.n_samples, self.sample_seed = old
 
     def extra_repr(self) -> str:
         return f"n_samples={self.n_samples}, sample_seed={self.sample_seed}"

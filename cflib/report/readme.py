@@ -83,25 +83,37 @@ BLOCKS = {
 
 
 def headline(results_dir="results") -> str:
-    """Markdown headline tables of every committed results file (README)."""
+    """Markdown headline tables of every results file of the book (README).
+
+    Every file of :data:`BLOCKS` must exist: a missing one is an error, never an
+    emptied table.
+    """
+    missing = [f"{name}.csv" for name in BLOCKS if not (Path(results_dir) / f"{name}.csv").exists()]
+    if missing:
+        raise FileNotFoundError(f"{results_dir} lacks {missing}; the headline needs every "
+                                "chapter's results (run the chapters, or point at the folder "
+                                "that holds them)")
     out = []
     for name, block in BLOCKS.items():
-        f = Path(results_dir) / f"{name}.csv"
-        if f.exists():
-            out += block(read_results(f))
+        out += block(read_results(Path(results_dir) / f"{name}.csv"))
     return "\n\n".join(out)
 
 
 def update_readme(readme="README.md", results_dir="results") -> str:
     """Rewrite the text between the headline markers of ``readme`` with :func:`headline`."""
+    import os
+
     path = Path(readme)
     text = path.read_text()
     if HEADLINE_START not in text or HEADLINE_END not in text:
         raise ValueError(f"{readme} has no {HEADLINE_START} ... {HEADLINE_END} block")
+    block = headline(results_dir)          # fails before the README is touched
     head, rest = text.split(HEADLINE_START, 1)
     _, tail = rest.split(HEADLINE_END, 1)
-    new = f"{head}{HEADLINE_START}\n{headline(results_dir)}\n{HEADLINE_END}{tail}"
-    path.write_text(new)
+    new = f"{head}{HEADLINE_START}\n{block}\n{HEADLINE_END}{tail}"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(new)
+    os.replace(tmp, path)
     return new
 
 

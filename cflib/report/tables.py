@@ -61,7 +61,12 @@ def pair_table(results: pd.DataFrame, metrics) -> pd.DataFrame:
 
 def style(table: pd.DataFrame, digits: int = 3):
     """A pandas Styler with a fixed number of significant digits and NaN shown as '–'."""
-    return table.style.format(lambda v: "–" if pd.isna(v) else f"{v:.{digits}g}")
+    def fmt(v):
+        if isinstance(v, (int, float, np.number)) and not isinstance(v, bool):
+            return "–" if pd.isna(v) else f"{v:.{digits}g}"
+        return "–" if v is None else str(v)
+
+    return table.style.format(fmt)
 
 
 def pair_title(dataset: str, pair) -> str:
@@ -86,6 +91,60 @@ def metrics_table(specs) -> pd.DataFrame:
     """What each metric of a table means and which way is better, from its specs."""
     return pd.DataFrame([{"metric": s.title, "meaning": s.description, "better": s.arrow}
                          for s in specs]).set_index("metric")
+
+
+def kendall_tau(a, b) -> float:
+    """Kendall's tau-b between two scorings of the same items (ties handled); NaN for
+    fewer than two items or a constant scoring."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.shape != b.shape:
+        raise ValueError(f"the two scorings differ in length: {a.shape} and {b.shape}")
+    i, j = np.triu_indices(len(a), 1)
+    sa, sb = np.sign(a[i] - a[j]), np.sign(b[i] - b[j])
+    n0 = len(i)
+    ta, tb = (sa == 0).sum(), (sb == 0).sum()
+    denom = np.sqrt(float(n0 - ta) * float(n0 - tb))
+    return float((sa * sb).sum() / denom) if denom > 0 else float("nan")
+
+
+def ranking_agreement(means: pd.DataFrame, table: str, dataset: str, metrics,
+                      setting: str = "") -> pd.DataFrame:
+    """Kendall's tau between our and the paper's ordering of the methods, per metric.
+
+    ``means``: our values (columns ``method, metric, value``); the paper's come from
+    the reference file (``setting`` selects the Bayesian chapter's classifier).  Only
+    methods with both values count; a metric needs three of them.  The orders are
+    listed best first, in the metric's direction.
+    """
+    paper = reported_on_our_scale(table, dataset)
+    paper = paper[paper["setting"] == setting].set_index(["method", "metric"])["value"]
+    ours = means.groupby(["method", "metric"], sort=False)["value"].mean()
+    rows = []
+    for m in metrics:
+        methods = [k for k in dict.fromkeys(means["method"])
+                   if (k, m) in ours.index and (k, m) in paper.index]
+        if len(methods) < 3:
+            continue
+        a = [ours[(k, m)] for k in methods]
+        b = [paper[(k, m)] for k in methods]
+        key = get_spec(m).key
+        order = lambda vals: " > ".join(k for _, k in sorted(zip(map(key, vals), methods)))  # noqa: E731
+        rows.append({"metric": m, "methods": len(methods), "Kendall tau": kendall_tau(a, b),
+                     "ours (best first)": order(a), "paper (best first)": order(b)})
+    return pd.DataFrame(rows).set_index("metric") if rows else pd.DataFrame()
+
+
+def tuning_table(evidence: pd.DataFrame) -> pd.DataFrame:
+    """The evidence of a choice made on validation data (``cflib.tuning``): one row per
+    (dataset, pair, candidate), one column per metric."""
+    return evidence.pivot_table(index=["dataset", "pair", "candidate"], columns="metric",
+                                values="value", sort=False)
+
+
+def profile_table(profile, fields) -> pd.DataFrame:
+    """The sizes a profile sets, for the fields a chapter uses."""
+    return pd.DataFrame({"value": [getattr(profile, f) for f in fields]},
+                        index=pd.Index(list(fields), name=f"profile `{profile.name}`"))
 
 
 def rank_methods(frames: dict, metrics) -> dict:

@@ -1,0 +1,161 @@
+"""The reference protocols and the rows that show each metric's range: untargeted CEM,
+the reference rows, C3LT's reconstruction, fresh posterior draws, robustness AUC,
+autoencoders trained to convergence, choices made on validation data, Kendall's tau."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from cflib.explainers import CEM, C3LTReconstruction, CEMTargeted, QueryUnchanged
+
+
+@pytest.fixture(scope="module")
+def queries(bars):
+    x, y = bars
+    return x[y == 0][:6]
+
+
+def test_cem_default_is_the_untargeted_pertinent_negative(tiny_classifier, queries):
+    kw = dict(c_steps=2, max_iterations=30, kappa=0.5)
+    untargeted = CEM(tiny_classifier, **kw).explain(queries, 1)
+    assert CEM.Config().targeted is False and CEMTargeted.Config().targeted is True
+    # the hinge only asks to leave the query's class: the decision changes
+    assert (untargeted.pred_cf != untargeted.pred).float().mean() >= 0.8
+    targeted = CEMTargeted(tiny_classifier, **kw).explain(queries, 1)
+    assert targeted.method == "CEM (targeted)" and targeted.validity >= 0.8
+    # on a 10-way head trained on two classes the untargeted PN may land anywhere
+    assert untargeted.meta["config"]["targeted"] is False
+
+
+def test_reference_rows_span_the_range(tiny_classifier, queries):
+    cf = QueryUnchanged(tiny_classifier).explain(queries, 1)
+    assert torch.equal(cf.x_cf, queries) and cf.validity == 0.0
+
+
+def test_c3lt_reconstruction_is_g_of_e(tiny_classifier, queries):
+    from cflib.models.dcgan import DCGAN, EncoderDCGAN
+
+    torch.manual_seed(0)
+    gan, enc = DCGAN(ngf=8, ndf=8).eval(), EncoderDCGAN(ndf=8).eval()
+    ex = C3LTReconstruction(tiny_classifier, generator=gan.generator, encoder=enc)
+    cf = ex.explain(queries, 1)
+    with torch.no_grad():
+        assert torch.allclose(cf.x_cf, gan.generator(enc(queries)).clamp(-1, 1), atol=1e-6)
+
+
+def test_early_stopping_keeps_the_best_epoch(bars):
+    from cflib.models.autoencoder import make_autoencoder
+    from cflib.training import reconstruction_mse, train_autoencoder
+
+    x, _ = bars
+    torch.manual_seed(0)
+    ae = make_autoencoder("dense-8")
+    info = train_autoencoder(ae, x[:200], epochs=6, x_val=x[200:], patience=2, batch_size=32)
+    assert 1 <= info["best_epoch"] <= info["epochs_run"] <= 6
+    assert reconstruction_mse(ae, x[200:]) == pytest.approx(info["val_mse"], rel=1e-5)
+    with pytest.raises(ValueError, match="unknown autoencoder architecture"):
+        make_autoencoder("dense-x")
+
+
+def test_holdout_is_seeded_and_disjoint():
+    from cflib.data import holdout
+
+    x = torch.arange(20.0).view(20, 1, 1, 1)
+    a, b = holdout(x, 0.1, seed=3)
+    assert len(a) == 18 and len(b) == 2
+    assert set(a.flatten().tolist()).isdisjoint(b.flatten().tolist())
+    assert torch.equal(holdout(x, 0.1, seed=3)[1], b)
+    with pytest.raises(ValueError, match="fraction"):
+        holdout(x, 1.0)
+
+
+def test_fresh_draws_are_other_samples_and_restored(bars):
+    from cflib.metrics.robustness import fresh_draws
+    from cflib.models.bayesian import MCDropoutCNN
+
+    torch.manual_seed(0)
+    m = MCDropoutCNN(n_samples=4, sample_seed=0).eval()
+    x = bars[0][:3]
+    with torch.no_grad():
+        before = m(x)
+        with fresh_draws(m, 6, 123):
+            assert m.n_samples == 6 and m.sample_seed == 123
+            fresh = m(x)
+        assert (m.n_samples, m.sample_seed) == (4, 0) and torch.equal(m(x), before)
+    assert not torch.allclose(fresh, before)
+    plain = torch.nn.Linear(2, 2)
+    with fresh_draws(plain, 6, 1) as same:
+        assert same is plain
+
+
+def test_robustness_auc_on_known_curves():
+    from cflib.metrics.robustness import robustness_auc
+
+    flat = {0.0: 1.0, 1e-3: 1.0, 1e-2: 1.0, 1e-1: 1.0}
+    assert robustness_auc(flat) == pytest.approx(1.0)
+    # valid up to 1e-2, then nothing: half the log range at 1, a linear drop after
+    drop = {1e-3: 1.0, 1e-2: 1.0, 1e-1: 0.0}
+    assert robustness_auc(drop) == pytest.approx(0.75)
+    with pytest.raises(ValueError, match="points at"):
+        robustness_auc({1e-3: 1.0})
+
+
+def test_kendall_tau_and_ranking_agreement():
+    from cflib.reference import reported_on_our_scale
+    from cflib.report import kendall_tau, ranking_agreement
+
+    assert kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
+    assert kendall_tau([1, 2, 3], [3, 2, 1]) == -1.0
+    assert kendall_tau([1, 2, 3, 4], [1, 3, 2, 4]) == pytest.approx(2 / 3)
+    assert math.isnan(kendall_tau([1, 1], [1, 2]))
+    with pytest.raises(ValueError, match="length"):
+        kendall_tau([1, 2], [1, 2, 3])
+    paper = reported_on_our_scale("c3lt", "mnist")
+    fid = paper[paper["metric"] == "FID"]
+    # our values equal to the paper's: tau 1; reversed: tau -1
+    same = ranking_agreement(fid.assign(value=fid["value"]), "c3lt", "mnist", ["FID"])
+    rev = ranking_agreement(fid.assign(value=-fid["value"]), "c3lt", "mnist", ["FID"])
+    assert same.loc["FID", "Kendall tau"] == 1.0 and rev.loc["FID", "Kendall tau"] == -1.0
+    assert same.loc["FID", "methods"] == len(fid)
+
+
+def test_separation_auc_and_tuning_rules():
+    from cflib.tuning import best_expgan, best_im_autoencoder, separation_auc
+
+    assert separation_auc(torch.tensor([0.1, 0.2]), torch.tensor([1.0, 2.0])) == 1.0
+    assert separation_auc(torch.tensor([1.0]), torch.tensor([1.0])) == 0.5
+    ev = pd.DataFrame([
+        {"dataset": "mnist", "candidate": "a", "metric": "AUC", "value": 0.8},
+        {"dataset": "fmnist", "candidate": "a", "metric": "AUC", "value": 0.9},
+        {"dataset": "mnist", "candidate": "b", "metric": "AUC", "value": 0.95},
+        {"dataset": "fmnist", "candidate": "b", "metric": "AUC", "value": 0.85},
+    ])
+    assert best_im_autoencoder(ev) == "b"            # mean 0.9 beats 0.85
+    eg = pd.DataFrame([
+        {"dataset": "mnist", "candidate": c, "metric": k, "value": v}
+        for c, val, prox in (("a", 0.99, 0.2), ("b", 0.96, 0.1), ("c", 0.5, 0.01))
+        for k, v in (("Validity", val), ("Proximity", prox))])
+    assert best_expgan(eg, "mnist") == "b"           # smallest proximity among valid ones
+    low = eg.assign(value=eg["value"].where(eg["metric"] != "Validity", 0.3))
+    low.loc[(low["candidate"] == "a") & (low["metric"] == "Validity"), "value"] = 0.6
+    assert best_expgan(low, "mnist") == "a"          # none valid: the highest validity
+
+
+def test_the_librarys_choices_are_the_committed_winners():
+    from cflib import tuning, zoo
+    from cflib.results import read_table
+
+    im = read_table(tuning.TUNING_DIR / "im_autoencoder.csv")
+    assert zoo.IM_CLASS_AE == tuning.best_im_autoencoder(im)
+    assert set(im["pair"]) == {f"{q}->{t}" for q, t in tuning.VALIDATION_PAIRS.values()}
+    eg = read_table(tuning.TUNING_DIR / "expgan.csv")
+    for dataset, choice in tuning.EXPGAN_CHOICE.items():
+        assert choice == tuning.best_expgan(eg, dataset), dataset
+    # no choice was made on a pair of the tables
+    from cflib.data import CF_PAIRS
+
+    for dataset, (q, t) in tuning.VALIDATION_PAIRS.items():
+        assert (q, t) not in CF_PAIRS[dataset]
