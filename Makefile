@@ -8,7 +8,9 @@ SEED    ?= 0
 NB      ?= mnist_eval
 export CFLIB_DATA ?= $(CURDIR)/data
 
-.PHONY: book test chapter notebooks html clean install
+RERUN   ?=
+
+.PHONY: book test chapter html clean install stale
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,23 +20,30 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# one chapter: jupytext source -> .ipynb -> executed by papermill into book/chapters/
+# one chapter, always executed: the book's run (standard, seed 0, cpu) replaces the
+# committed notebook and results; any other run writes under _build/runs/
 chapter: $(VENV)/.installed
 	$(PY) -m cflib.build_chapter $(NB) --profile $(PROFILE) --device $(DEVICE) --seed $(SEED)
 
-notebooks: $(VENV)/.installed
-	$(PY) -m cflib.build_chapter all --profile $(PROFILE) --device $(DEVICE) --seed $(SEED)
+# the book: re-executes the chapters whose inputs changed since they ran (every chapter
+# with RERUN=1), then builds _build/html/index.html from the executed chapters.  Another
+# PROFILE/SEED/DEVICE executes every chapter and builds _build/book-<profile>-seed<seed>/.
+book: $(VENV)/.installed
+	$(VENV)/bin/cflib book --profile $(PROFILE) --device $(DEVICE) --seed $(SEED) \
+		$(if $(RERUN),--rerun)
 
-# the HTML book from the executed chapters (Jupyter Book 1, execution off)
+# which chapters are stale, and why
+stale: $(VENV)/.installed
+	$(VENV)/bin/cflib stale
+
+# the HTML book from the committed executed chapters only (Jupyter Book 1, execution off)
 html: $(VENV)/.installed
 	$(VENV)/bin/jupyter-book build . --quiet
-	@echo "Book: $(CURDIR)/_build/html/index.html"
-
-book: notebooks html
+	@echo "Book: _build/html/index.html"
 
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -ra
 
 clean:
-	rm -rf _build book/chapters notebooks/*.ipynb
+	rm -rf _build notebooks/*.ipynb

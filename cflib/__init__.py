@@ -10,3 +10,24 @@ numbers (:mod:`cflib.reference`) and the book's tables and figures (:mod:`cflib.
 """
 
 __version__ = "0.1.0"
+
+
+def _log_from_env() -> None:
+    """``CFLIB_LOG=INFO`` (set by the chapter builder) sends cflib's log lines, with times,
+    to stderr: the progress of a chapter run shows in the console."""
+    import logging
+    import os
+
+    level = os.environ.get("CFLIB_LOG")
+    if not level:
+        return
+    logger = logging.getLogger("cflib")
+    if not any(getattr(h, "_cflib", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        handler._cflib = True
+        logger.addHandler(handler)
+    logger.setLevel(level.upper())
+
+
+_log_from_env()

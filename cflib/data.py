@@ -92,35 +92,106 @@ def _torchvision_class(dataset: str):
     return {"mnist": datasets.MNIST, "fmnist": datasets.FashionMNIST}[dataset]
 
 
+_FILES_READ: set[str] = set()
+_N = {True: 60000, False: 10000}
+
+
+def files_read() -> list[str]:
+    """The data files (relative to the data root) this process has read."""
+    return sorted(_FILES_READ)
+
+
+def _raw_files(dataset: str, train: bool) -> tuple[str, str]:
+    folder = _torchvision_class(dataset).__name__
+    prefix = "train" if train else "t10k"
+    return (f"{folder}/raw/{prefix}-images-idx3-ubyte", f"{folder}/raw/{prefix}-labels-idx1-ubyte")
+
+
+def _checksums(root: Path) -> dict[str, str]:
+    f = root / "SHA256SUMS"
+    if not f.exists():
+        return {}
+    out = {}
+    for line in f.read_text().splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            out[name.strip().lstrip("*")] = digest.lower()
+    return out
+
+
+def _read_idx(path: Path, magic: int, n: int, item: int, what: str) -> torch.Tensor:
+    """The payload of an IDX file (MNIST's format), every size and header checked."""
+    import numpy as np
+
+    size = path.stat().st_size
+    header = 16 if magic == 2051 else 8
+    want = header + n * item
+    if size != want:
+        raise ValueError(f"{path} is truncated or corrupt: {size} bytes where the {what} "
+                         f"file holds {want}; replace it with the original file")
+    raw = np.fromfile(path, dtype=np.uint8)
+    got_magic = int.from_bytes(raw[:4].tobytes(), "big")
+    got_n = int.from_bytes(raw[4:8].tobytes(), "big")
+    if got_magic != magic or got_n != n:
+        raise ValueError(f"{path} is not an IDX {what} file of {n} items (header: magic "
+                         f"{got_magic}, {got_n} items); replace it with the original file")
+    return torch.from_numpy(raw[header:].copy())
+
+
 @functools.lru_cache(maxsize=8)
 def _load(dataset: str, train: bool, root: str) -> tuple[torch.Tensor, torch.Tensor]:
-    cls = _torchvision_class(dataset)
-    try:
-        ds = cls(root=root, train=train, download=False)
-    except RuntimeError:
+    """Images (N, 1, 28, 28) in [-1, 1] and labels of one split, checked: file sizes and
+    headers always, contents against ``SHA256SUMS`` when the data root has one, labels
+    in 0..9."""
+    import hashlib
+
+    root_p = Path(root)
+    img_rel, lab_rel = _raw_files(dataset, train)
+    if not ((root_p / img_rel).exists() and (root_p / lab_rel).exists()):
+        cls = _torchvision_class(dataset)
         try:  # users elsewhere get the files from torchvision's download
-            ds = cls(root=root, train=train, download=True)
+            cls(root=root, train=train, download=True)
         except Exception as err:  # offline, read-only, ...
-            folder = Path(root) / cls.__name__ / "raw"
+            folder = root_p / cls.__name__ / "raw"
+            missing = [f for f in (img_rel, lab_rel) if not (root_p / f).exists()]
             raise FileNotFoundError(
-                f"{DATASET_TITLES[dataset]} files not found in {folder} and the "
-                f"download failed ({type(err).__name__}: {err}). Put the files there "
-                f"in torchvision's layout or set {DATA_ENV} to the folder that holds "
+                f"{DATASET_TITLES[dataset]} files not found: {missing} in {root_p}; the download "
+                f"failed ({type(err).__name__}: {err}). Put the files in {folder} "
+                f"(torchvision's layout) or set {DATA_ENV} to the folder that holds "
                 f"'{cls.__name__}/raw/'."
             ) from None
-    x = ds.data.unsqueeze(1).float().div(127.5).sub(1.0)
-    y = ds.targets.long().clone()
-    return x, y
+    sums = _checksums(root_p)
+    for rel in (img_rel, lab_rel):
+        want = sums.get(rel)
+        if want is not None:
+            got = hashlib.sha256((root_p / rel).read_bytes()).hexdigest()
+            if got != want:
+                raise ValueError(f"{root_p / rel} does not match its checksum in "
+                                 f"{root_p / 'SHA256SUMS'} (a changed or corrupt file); "
+                                 "replace it with the original file")
+    n = _N[train]
+    images = _read_idx(root_p / img_rel, 2051, n, 28 * 28, "image")
+    labels = _read_idx(root_p / lab_rel, 2049, n, 1, "label").long()
+    if labels.max() > 9:
+        bad = labels[labels > 9].unique().tolist()[:5]
+        raise ValueError(f"{root_p / lab_rel} holds labels {bad} outside 0..9; replace it "
+                         "with the original file")
+    _FILES_READ.update((img_rel, lab_rel))
+    x = images.view(n, 1, 28, 28).float().div(127.5).sub(1.0)
+    return x, labels
 
 
 def load_split(dataset: str, split: str = "test") -> tuple[torch.Tensor, torch.Tensor]:
-    """Images in [-1, 1], shape (N, 1, 28, 28), and labels of one split."""
+    """Images in [-1, 1], shape (N, 1, 28, 28), and labels of one split.
+
+    The tensors are the caller's own copies: editing them in place changes nothing
+    for later calls.
+    """
     dataset = canonical_dataset(dataset)
     if split not in ("train", "test"):
         raise ValueError(f"unknown split {split!r}; use 'train' or 'test'")
-    root = data_root()
-    x, y = _load(dataset, split == "train", str(root))
-    return x, y
+    x, y = _load(dataset, split == "train", str(data_root()))
+    return x.clone(), y.clone()
 
 
 def class_subset(x: torch.Tensor, y: torch.Tensor, classes, n: int | None = None,
@@ -145,3 +216,15 @@ def subsample(x: torch.Tensor, y: torch.Tensor, n: int | None, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     idx = torch.randperm(len(x), generator=g)[:n]
     return x[idx], y[idx]
+
+
+def holdout(x: torch.Tensor, fraction: float, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded split of ``x`` into (the rest, a held-out ``fraction``); at least one each."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    if len(x) < 2:
+        raise ValueError(f"need at least 2 images to hold some out, got {len(x)}")
+    n_val = min(len(x) - 1, max(1, round(fraction * len(x))))
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(len(x), generator=g)
+    return x[perm[n_val:]], x[perm[:n_val]]

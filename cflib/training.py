@@ -23,7 +23,7 @@ from torch import nn
 
 from cflib.data import PROJECT_ROOT
 from cflib.progress import progress
-from cflib.scopes import seeded
+from cflib.scopes import frozen, seeded
 
 log = logging.getLogger("cflib")
 CACHE_ENV = "CFLIB_CACHE"
@@ -51,8 +51,13 @@ def fingerprint(module: nn.Module) -> str:
     classifier being explained, a frozen generator) into their cache key, so a
     retrained classifier or GAN never meets mappings trained against the old one.
     """
+    return state_fingerprint(module.state_dict())
+
+
+def state_fingerprint(state: dict) -> str:
+    """:func:`fingerprint` of a state dict (the checksum stored beside cached weights)."""
     h = hashlib.sha256()
-    for name, t in module.state_dict().items():
+    for name, t in state.items():
         t = t.detach().cpu().contiguous()
         h.update(name.encode())
         h.update(str(tuple(t.shape)).encode())
@@ -77,7 +82,13 @@ def _atomic_save(obj, path: Path) -> None:
 
 
 def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
-    """The stored info if ``path`` holds weights for exactly ``config``; else None."""
+    """The stored info if ``path`` holds verified weights for exactly ``config``; else None.
+
+    The file's config, its keys and shapes and the checksum of its tensors are checked
+    *before* any tensor is copied into ``module``, so a file that fails leaves the
+    module exactly as it was built (retraining never starts from half-loaded weights).
+    Files written before checksums existed load once and are re-saved with one.
+    """
     if not path.exists():
         return None
     try:
@@ -85,12 +96,38 @@ def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
         if payload.get("format") != FORMAT or payload.get("config") != _normalise(config):
             log.warning("cache %s was written for another config; retraining", path.name)
             return None
-        module.load_state_dict(payload["state_dict"])
+        state = payload["state_dict"]
+        own = module.state_dict()
+        if set(state) != set(own) or any(tuple(state[k].shape) != tuple(own[k].shape)
+                                         for k in own):
+            log.warning("cache %s holds another architecture's weights; retraining", path.name)
+            return None
+        stored = payload.get("sha256")
+        if stored is not None and stored != state_fingerprint(state):
+            log.warning("cache %s fails its checksum (a corrupt file); retraining", path.name)
+            return None
+        module.load_state_dict(state)
+        if stored is None:  # a file from before checksums: verified from now on
+            _atomic_save({**payload, "sha256": state_fingerprint(state)}, path)
         return payload.get("info", {})
-    except Exception as err:  # corrupt, truncated, wrong architecture...
+    except Exception as err:  # corrupt, truncated, unreadable...
         log.warning("cache %s is unreadable (%s: %s); retraining", path.name,
                     type(err).__name__, err)
         return None
+
+
+def check_writable(folder: Path) -> None:
+    """Fail before training, not after it, when the cache folder cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise PermissionError(
+            f"the weight cache {folder} cannot be written ({type(err).__name__}: {err}); set "
+            f"{CACHE_ENV} to a writable folder (or pass use_cache=False to train without it)"
+        ) from None
 
 
 def cached(kind: str, config: dict, build: Callable[[], nn.Module],
@@ -99,7 +136,8 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
     """Build a module and load it from the cache, or train and cache it.
 
     ``train(module)`` trains in place and may return an info dict (e.g. test
-    accuracy) that is stored beside the weights and returned on later loads.
+    accuracy) that is stored beside the weights (with their checksum) and returned on
+    later loads.  The cache folder's write access is checked before training.
     """
     seed = int(config.get("seed", 0))
     with seeded(seed):
@@ -110,14 +148,15 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
         if info is not None:
             log.info("loaded %s from %s", kind, path)
             return module.to(device).eval(), info
+        check_writable(path.parent)
     log.info("training %s (%s)", kind, path.name)
     with seeded(seed):
         info = train(module) or {}
     module.eval()
     if use_cache:
         state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-        _atomic_save({"format": FORMAT, "config": _normalise(config),
-                      "state_dict": state, "info": info}, path)
+        _atomic_save({"format": FORMAT, "config": _normalise(config), "state_dict": state,
+                      "sha256": state_fingerprint(state), "info": info}, path)
     return module, info
 
 
@@ -154,19 +193,54 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs:
 
 
 def train_autoencoder(model: nn.Module, x: torch.Tensor, epochs: int, lr: float = 1e-3,
-                      batch_size: int = 128, seed: int = 0, desc: str = "autoencoder") -> None:
-    """Adam on the mean squared reconstruction error."""
+                      batch_size: int = 128, seed: int = 0, desc: str = "autoencoder",
+                      x_val: torch.Tensor | None = None, patience: int | None = None) -> dict:
+    """Adam on the mean squared reconstruction error.
+
+    With ``x_val`` the mean squared error on those held-out images is measured after
+    every epoch and the weights of the best epoch are kept; with ``patience`` too,
+    training stops once ``patience`` epochs in a row have not improved it (early
+    stopping: "trained to convergence" within ``epochs``).  Returns the epochs run,
+    the best epoch and its validation error (empty without ``x_val``).
+    """
     dev = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
+    best, best_state, best_epoch, stale, ran = float("inf"), None, -1, 0, 0
     for ep in progress(range(epochs), desc=desc):
+        model.train()
         for idx in batches(len(x), batch_size, seed + ep):
             xb = x[idx].to(dev)
             loss = F.mse_loss(model(xb), xb)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+        ran = ep + 1
+        if x_val is None:
+            continue
+        val = reconstruction_mse(model, x_val)
+        if val < best:
+            best, best_epoch, stale = val, ep + 1, 0
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            stale += 1
+            if patience is not None and stale >= patience:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
     model.eval()
+    if x_val is None:
+        return {}
+    return {"epochs_run": ran, "best_epoch": best_epoch, "val_mse": best}
+
+
+@torch.no_grad()
+def reconstruction_mse(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> float:
+    """Mean squared reconstruction error per pixel (evaluation mode, restored after)."""
+    dev = next(model.parameters()).device
+    with frozen(model):
+        total = sum(((model(x[i:i + batch_size].to(dev)) - x[i:i + batch_size].to(dev)) ** 2)
+                    .sum().item() for i in range(0, len(x), batch_size))
+    return total / x.numel()
 
 
 @torch.no_grad()

@@ -19,11 +19,16 @@
 # that a method that is good on digits but not on clothes stands out.
 
 # %% tags=["parameters"]
-profile = "standard"
-device = "cpu"
-seed = 0
-results_name = "cross_dataset"
-results_dir = "results"
+profile: str = "standard"   # the profile of the results files this page reads
+device: str = "cpu"         # unused: this page trains nothing
+seed: int = 0               # unused: this page draws nothing
+results_name: str = "cross_dataset"  # unused: this page writes no results file
+results_dir: str = "results"         # where the two C3LT chapters' results files are
+
+# %%
+from cflib import chapters
+
+p = chapters.parameters("cross_dataset.py", globals())
 
 # %%
 import matplotlib.pyplot as plt
@@ -32,8 +37,8 @@ from IPython.display import Markdown, display
 from cflib import report, results
 from cflib.c3lt_benchmark import C3LT_METRICS
 
-frames = {"MNIST": results.read_results("mnist_eval", results_dir),
-          "Fashion-MNIST": results.read_results("fashion_mnist_test", results_dir)}
+frames = {"MNIST": results.read_results("mnist_eval", p.results_dir),
+          "Fashion-MNIST": results.read_results("fashion_mnist_test", p.results_dir)}
 display(Markdown("Results read: " + ", ".join(f"{k} (profile `{v['profile'].iloc[0]}`)"
                                               for k, v in frames.items())))
 

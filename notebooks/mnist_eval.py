@@ -20,54 +20,61 @@
 # Coat→Shirt (4→6).  One template builds both chapters; this page shows the dataset
 # named in its title.  For each class pair (query → target) every method turns test
 # images of the query class into counterfactuals of the target class, and the same
-# metrics score all of them:
+# metrics score all of them.
 #
-# | metric | meaning | better |
-# |---|---|---|
-# | IM1 | target-class AE error / query-class AE error (Van Looveren & Klaise 2019) | lower |
-# | IM2 (x10) | disagreement of the target-class and all-class AEs, over the L1 norm | lower |
-# | FID, KID (x1e3) | distance between counterfactuals and real target-class test images | lower |
-# | AUPC_target / AUPC_query | area under the target / query softmax as CF pixels are pasted in | higher / lower |
-# | COUT | AUPC_target − AUPC_query | higher |
-# | Proximity | mean absolute pixel change on the [−1, 1] scale | lower |
-# | Validity | share of counterfactuals classified as the target | higher |
-# | Seconds_per_CF | wall time per counterfactual on the machine that built this page | lower |
+# | row | what it is |
+# |---|---|
+# | Original Data | real test images of the target class (the paper's reference row: what the best counterfactual could score) |
+# | Query (unchanged) | the query itself (ours: what an image that has not moved scores) |
+# | Adv. Attack | targeted PGD: fools the classifier without looking like the target |
+# | CEM | Contrastive Explanation Method, the reference's untargeted pertinent negative |
+# | CEM (targeted) | the same solver pushed towards the table's target (our variant) |
+# | CVE | Counterfactual Visual Explanations: greedy feature-cell swaps, grid regions pasted |
+# | CVE (receptive field) | the same search, each cell's receptive field pasted (our variant) |
+# | ExpGAN | ExplainGAN: a masked image-to-image generator per class pair |
+# | C3LT | cycle-consistent latent transformations of a GAN |
+# | C3LT (reconstruction) | G(E(x)), C3LT without its mapping (ours: how much of C3LT's change is the mapping) |
 #
 # The code lives in `cflib`; this notebook only calls it and shows the results.
 # Re-run it with other parameters through papermill (see the README), e.g.
 # `make chapter NB=mnist_eval PROFILE=paper DEVICE=cuda`.
 
 # %% tags=["parameters"]
-profile = "standard"   # smoke | standard | paper: sizes only, never the algorithm
-device = "cpu"         # "cuda" to run on a GPU
-seed = 0
-dataset = "mnist"
-pairs = None           # None: the paper's pairs, e.g. ["4->9", "3->8", "5->6"]
-n_images = None        # query images per pair; None: the profile's size
-methods = None         # None: every method of the table available in cflib
-results_name = "mnist_eval"
-results_dir = "results"
+profile: str = "standard"   # smoke | standard | paper: sizes only, never the algorithm
+device: str = "cpu"         # cpu, cuda or cuda:N
+seed: int = 0               # seeds every network and every draw of the chapter
+dataset: str = "mnist"      # fixed by the chapter: mnist (mnist_eval) or fmnist (fashion_mnist_test)
+pairs: list | None = None   # None: the paper's pairs, e.g. ["4->9", "3->8", "5->6"]
+n_images: int | None = None  # query images per pair (at least 4); None: the profile's size
+methods: list | None = None  # None: every row of the table, e.g. ["CEM", "C3LT"]
+results_name: str = "mnist_eval"  # the results file's name
+results_dir: str = "results"      # where the results file is written
 
 # %%
-import logging
+from cflib import chapters
 
+p = chapters.parameters("mnist_eval.py", globals())
+
+# %%
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from cflib import c3lt_benchmark, report, results
+from cflib import c3lt_benchmark, report, results, tuning, zoo
 from cflib.data import DATASET_TITLES, canonical_dataset
 from cflib.profiles import get_profile
 
-logging.basicConfig(level=logging.WARNING)
-dataset = canonical_dataset(dataset)
-prof = get_profile(profile)
+dataset = canonical_dataset(p.dataset)
+prof = get_profile(p.profile)
 title = DATASET_TITLES[dataset]
-display(Markdown(f"**Run parameters:** dataset `{title}`, profile `{prof.name}`, device `{device}`, "
-                 f"seed `{seed}`, {prof.n_images or 'all'} query images per pair."))
+display(Markdown(f"**Run parameters:** dataset `{title}`, profile `{prof.name}`, device "
+                 f"`{p.device}`, seed `{p.seed}`, {p.n_images or prof.n_images or 'all'} query "
+                 "images per pair."))
+report.metrics_table(c3lt_benchmark.C3LT_METRICS + c3lt_benchmark.CVE_METRICS)
 
 # %%
-run = c3lt_benchmark.run_c3lt_table(dataset, pairs, methods, prof, seed, device, n_images)
-written = results.write_run(run, results_name, results_dir)
+run = c3lt_benchmark.run_c3lt_table(dataset, p.pairs, p.methods, prof, p.seed, p.device,
+                                    p.n_images)
+written = results.write_run(run, p.results_name, p.results_dir)
 metric_names = [s.name for s in c3lt_benchmark.C3LT_METRICS]
 display(report.pairs_table(dataset, run.pairs))
 display(Markdown(f"The C3LT classifier reaches **{run.classifier_accuracy:.2%}** test accuracy "
@@ -79,7 +86,9 @@ display(Markdown(f"The C3LT classifier reaches **{run.classifier_accuracy:.2%}**
 #
 # Mean over the three pairs.  Paper values come from `cflib/reference/reported.csv`
 # (the C3LT paper's IM1 table and its poster); a dash means the paper reports no
-# value for that cell.  IM2 is shown x10 and KID x1e3, as in the paper.
+# value for that cell.  IM2 is shown x10 and KID x1e3, as in the paper.  The two
+# reference rows, `Original Data` and `Query (unchanged)`, show each metric's range:
+# real target images at one end, queries that have not moved at the other.
 
 # %%
 table = report.comparison_table(run.results, "c3lt", dataset, metrics=metric_names,
@@ -96,12 +105,49 @@ report.style(table)
 report.style(report.pair_table(run.results, metric_names))
 
 # %% [markdown]
+# ### How close our ranking is to the paper's
+#
+# Kendall's τ between our ordering of the methods and the paper's, on every metric
+# where the paper reports at least three of the rows (1: the same order, −1: reversed).
+
+# %%
+mean_rows = run.results[run.results["pair"] == "mean"]
+report.style(report.ranking_agreement(mean_rows, "c3lt", dataset, ["IM1", "FID", "Proximity",
+                                                                    "Validity", "COUT"]))
+
+# %% [markdown]
+# ### CVE: edits and the feature-level decision
+#
+# CVE's search works on the classifier's 4 × 4 feature map; its image is a rendering
+# of the edit.  `Edits` is the mean number of replaced cells, `Feature_Validity` the
+# share of queries whose *edited feature map* the classifier's head assigns to the
+# target (what the search guarantees), `Validity` the share of *pasted images* it
+# assigns to the target.
+
+# %%
+cve = [m for m in run.methods if m.startswith("CVE")]
+report.style(report.pair_table(run.results[run.results["method"].isin(cve)],
+                               ["Edits", "Feature_Validity", "Validity", "Proximity"]))
+
+# %% [markdown]
+# ### C3LT: how much of the change is the mapping
+#
+# C3LT's counterfactual is a *new* image G(g(E(x))); `C3LT (reconstruction)` scores
+# G(E(x)), the same pipeline without the mapping g.  Its proximity is the part of
+# C3LT's change that the encoder and generator make on their own.
+
+# %%
+c3 = [m for m in run.methods if m.startswith("C3LT")]
+report.style(report.pair_table(run.results[run.results["method"].isin(c3)],
+                               ["Proximity", "Validity", "IM1", "FID"]))
+
+# %% [markdown]
 # ## Counterfactuals
 #
 # The first query images of each pair (the same images for every method), each
 # method's counterfactual and its difference from the query (red: brighter, ink added;
-# blue: darker, ink removed).  A red frame marks a counterfactual the classifier does not assign to
-# the target class.
+# blue: darker, ink removed).  A red frame marks a counterfactual the classifier does
+# not assign to the target class.
 
 # %%
 for pair in run.pairs:
@@ -138,12 +184,53 @@ plt.show()
 # and whether they hold here (on the means over pairs; ties count as holding).
 
 # %%
-results.shape_checks(run.results[run.results["pair"] == "mean"], "c3lt")
+results.shape_checks(mean_rows, "c3lt")
 
 # %% [markdown]
 # ## Where our numbers differ from the paper's
 #
 # <!-- discussion -->
+
+# %% [markdown]
+# ## Choices made on validation data
+#
+# Every free choice below was made on *validation pairs* that no table uses (MNIST
+# 7→2, Fashion-MNIST 1→3) and on training images only (`python -m cflib.tuning`), never
+# on the test images of the table's pairs.  The evidence is in `results/tuning/`.
+#
+# **The class autoencoders of IM1/IM2.**  For each candidate architecture, the two
+# class autoencoders of the validation pair are trained as this chapter trains its own
+# (early stopping on a held-out tenth of the class's training images); on that held-out
+# tenth, IM1 is computed for real target images (should be low) and real query images
+# (should be high).  `AUC` is the probability that a real query image scores a higher
+# IM1 than a real target image; the candidate with the highest mean AUC is used.
+
+# %%
+im_tuning = results.read_table(tuning.TUNING_DIR / "im_autoencoder.csv")
+display(Markdown(f"Chosen: **`{zoo.IM_CLASS_AE}`** "
+                 f"(highest mean AUC: `{tuning.best_im_autoencoder(im_tuning)}`)."))
+report.style(report.tuning_table(im_tuning))
+
+# %% [markdown]
+# **ExpGAN's loss weights** (the paper gives none).  Each candidate is trained on the
+# validation pair at this profile's sizes and scored on held-out training images of
+# the query class; the rule: the smallest proximity among candidates with validity
+# ≥ 0.95, else the highest validity.
+
+# %%
+eg_tuning = results.read_table(tuning.TUNING_DIR / "expgan.csv")
+display(Markdown(f"Chosen for {title}: **`{tuning.best_expgan(eg_tuning, dataset)}`** "
+                 f"(weights {tuning.EXPGAN_CANDIDATES[tuning.best_expgan(eg_tuning, dataset)]})."))
+report.style(report.tuning_table(eg_tuning[eg_tuning["dataset"] == dataset]))
+
+# %% [markdown]
+# The sizes of this run (the profile; a profile changes sizes only, never the algorithm):
+
+# %%
+report.profile_table(prof, ["n_images", "clf_epochs", "ae_class_epochs", "ae_all_epochs",
+                            "ae_patience", "adv_steps", "cem_max_iterations", "cem_c_steps",
+                            "cve_n_distractors", "expgan_epochs", "dcgan_epochs",
+                            "encoder_epochs", "c3lt_epochs", "c3lt_subset"])
 
 # %% [markdown]
 # ```{admonition} Protocol notes
@@ -152,17 +239,23 @@ results.shape_checks(run.results[run.results["pair"] == "mean"], "c3lt")
 #
 # - **Classifier**: the C3LT CNN (two 5x5 conv layers, FC 1024→256, dropout 0.5,
 #   FC 256→10), Adam (lr 1e-3, batch 128); epochs per profile (`clf_epochs`).
-# - **Images** are scaled to [−1, 1]; every metric is computed on that scale.
-#   IM1 and IM2 sum squared errors over the 784 pixels; IM2's denominator is the L1
-#   norm of the counterfactual on the [−1, 1] scale.
-# - **Autoencoders** for IM1/IM2: the reference setup of Schut et al. (small conv
-#   AEs, Adam, MSE), one per class of the pairs and one on all classes, trained on
-#   the training split with the profile's epochs.
+# - **Images** are scaled to [−1, 1] for the models and for proximity.  IM1 and IM2
+#   are computed on the [0, 1] scale of the public reference evaluation (Schut et al.,
+#   `uces/im_evaluation.py`), summing over pixels: IM1 is a ratio of squared errors and
+#   the same on either scale; IM2's L1 denominator counts the background as 0 on
+#   [0, 1] (as 1 on [−1, 1]).
+# - **Autoencoders** for IM1/IM2: one *class-specific* autoencoder per class of the
+#   pairs, with the architecture chosen on the validation pairs (above), and the
+#   reference *all-class* autoencoder (1-channel 14 × 14 code) for IM2; each trained
+#   with Adam (MSE) on the class's (or all) training images, at most
+#   `ae_class_epochs` / `ae_all_epochs` epochs, stopping early when the error on a
+#   held-out tenth has not improved for `ae_patience` epochs (the best epoch is kept).
+#   The reference setup trains 30 epochs per class and 4 for the all-class AE.
 # - **FID / KID**: InceptionV3 weights cannot be downloaded where this book is
 #   built, so both use the 128-d penultimate layer of a separate CNN trained on the
 #   dataset itself (`cflib.models.FeatureNet`).  Absolute values are therefore not on
 #   the paper's scale; compare methods within this table.  KID uses 100 subsets of
-#   size min(1000, n).
+#   size min(1000, n), drawn with the run's seed.
 # - **Reference images** for FID/KID are a seeded half of the real target-class test
 #   images; the `Original Data` row draws its images from the other half, so it is
 #   not scored against itself.
@@ -175,43 +268,42 @@ results.shape_checks(run.results[run.results["pair"] == "mean"], "c3lt")
 # - **Time**: wall time of the batched `explain` call, excluding training.
 # - **CEM** (pertinent negative, Dhurandhar et al. 2018): FISTA as in the reference
 #   code (shrinkage threshold β, momentum k/(k+3), learning rate decaying as
-#   (1 − k/K)^0.5), targeted hinge on the logits with κ = 0.1, per-image binary search
-#   over c, and the all-class autoencoder term with γ = 100.  The reference code works
-#   on [−0.5, 0.5]; the same problem on [−1, 1] needs β × 2 and c × 4, so β = 0.2 and
-#   c_init = 40.  Gradients are clipped at ±100 (alibi's default; the value changes
-#   proximity a lot and was chosen on 40 test images).  Pertinent negatives only add
-#   ink (pixels may only get brighter), the paper's definition.  `standard` runs
-#   100 iterations × 2 c-steps (the paper: 1000 × 10).
+#   (1 − k/K)^0.5), hinge on the logits with κ = 0.1, per-image binary search over c,
+#   and the all-class autoencoder term with γ = 100.  `CEM` is the reference's
+#   *untargeted* pertinent negative (IBM's `aen_CEM.py`, alibi's `CEM`): it pushes the
+#   image out of the class the classifier gives the query, and its validity counts how
+#   often it lands in the table's target.  `CEM (targeted)` is our variant whose hinge
+#   asks for the target.  The reference code works on [−0.5, 0.5]; the same problem on
+#   [−1, 1] needs β × 2 and c × 4, so β = 0.2 and c_init = 40.  Gradients are clipped
+#   element-wise at ±100, alibi's default, not tuned.  Pertinent negatives only add
+#   ink (pixels may only get brighter), the paper's definition.  The budget is
+#   `cem_max_iterations` iterations × `cem_c_steps` rounds of the search over c (the
+#   paper: 1000 × 10, the `paper` profile).
 # - **CVE** (Goyal et al. 2019): the greedy search over the 4 × 4 cells of the
 #   classifier's last conv map, candidates drawn at random (seeded) from training
 #   images of the target class that the classifier assigns to the target, keeping the
-#   distractor that needs the fewest edits.  The counterfactual image pastes, edit by
-#   edit, the distractor's *receptive-field window* of each replaced cell over the
-#   query's window of the cell it replaces (16 × 16 pixels at stride 4 for this CNN,
-#   found by back-propagating each cell to the input; later edits overwrite the
-#   overlap).  The paper shows regions but does not define them; a cell's receptive
-#   field is what it encodes.  The image is a rendering of the feature-level edit,
-#   not an image the search optimised, so its validity is measured, not forced
-#   (`paste="grid"`, 7 × 7 tiles of a 4 × 4 grid, is kept as an option; it changes
-#   fewer pixels and flips almost no decision).
+#   distractor that needs the fewest edits.  `CVE` pastes the distractor's grid tile of
+#   each replaced cell over the query's tile (7 × 7 pixels, the paper's grid regions);
+#   `CVE (receptive field)` pastes each cell's receptive field (16 × 16 pixels at
+#   stride 4, found by back-propagating each cell to the input), edit by edit.  Either
+#   image renders the feature-level edit; its validity is measured, not forced.
 # - **ExpGAN** (Samangouei et al. 2018): one masked generator per class of the pair
 #   (small conv encoder–decoders, tanh image, sigmoid mask), composite
 #   m · G(x) + (1 − m) · x, trained with the classifier's loss, identity
 #   reconstruction, a discriminator of real vs. generated images per class, and the
-#   mask priors (consistency, size with κ = 0.05, smoothness, entropy).  The paper's
-#   loss weights are not given; ours were picked for validity on MNIST 4→9 and
-#   Fashion-MNIST 0→2.  Adam (lr 1e-3, β1 0.5), `expgan_epochs` epochs on
-#   `c3lt_subset` training images per class.
+#   mask priors (consistency, size with κ = 0.05, smoothness, entropy).  The loss
+#   weights were chosen on the validation pair (above).  Adam (lr 1e-3, β1 0.5),
+#   `expgan_epochs` epochs on `c3lt_subset` training images per class.
 # - **C3LT** (Khorram & Fuxin 2022): DCGAN (latent 100, ngf = ndf = 64), an encoder
 #   trained to invert it, and the mappings g, h (1 × 1 convs on z, one step, rescaled
 #   to the norm of z) with the paper's loss weights and argument names (`alpha`,
-#   `beta`, `gamma`, `p1`, `p2`, `cls_type`, `kappa`).  At `standard` the DCGAN is
-#   trained for one epoch on all 60,000 training images (938 steps; the paper's code
-#   trains it to convergence), the encoder one epoch, the mappings ten epochs on 1,000
-#   images per class (80 steps; the paper: 200 epochs on every image of the class);
-#   the paper's halving of the learning rate every 25 epochs never triggers at these
-#   sizes.  The encoder is not published: ours minimises |G(E(x)) − x|₁ on real
-#   images plus |E(G(z)) − z|² on generated ones.  Because the counterfactual is a
-#   *new* image G(g(E(x))), the encoder's reconstruction error is part of every
-#   counterfactual's proximity (see the discussion).
+#   `beta`, `gamma`, `p1`, `p2`, `cls_type`, `kappa`).  The DCGAN and the encoder train
+#   `dcgan_epochs` and `encoder_epochs` epochs on all training images, the mappings
+#   `c3lt_epochs` epochs on `c3lt_subset` images per class (the paper's code: the GAN
+#   to convergence, 200 epochs of mappings on every image of the class); the paper's
+#   halving of the learning rate every 25 epochs never triggers below 25 epochs.  The
+#   encoder is not published: ours minimises |G(E(x)) − x|₁ on real images plus
+#   |E(G(z)) − z|² on generated ones.  Because the counterfactual is a *new* image
+#   G(g(E(x))), the encoder's reconstruction error is part of every counterfactual's
+#   proximity: `C3LT (reconstruction)` shows how much.
 # ```

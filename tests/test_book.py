@@ -1,7 +1,13 @@
-"""The chapters through papermill at the smoke profile, then the book build."""
+"""The chapters through papermill at the smoke profile, the book build, and every page
+opened in a real browser (headless Chromium)."""
+import functools
+import http.server
 import math
+import re
+import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +15,7 @@ import pytest
 
 from cflib import data
 from cflib.build_chapter import CHAPTERS, build
-from cflib.c3lt_benchmark import C3LT_METHODS, C3LT_METRICS
+from cflib.c3lt_benchmark import C3LT_METHODS, C3LT_METRICS, CVE_METRICS
 from cflib.data import PROJECT_ROOT
 from cflib.results import COLUMNS
 
@@ -21,16 +27,17 @@ pytestmark = [
         reason=f"MNIST / Fashion-MNIST files are not in the data root {data.data_root()} "
                "(set CFLIB_DATA)"),
 ]
+SCREENSHOTS = PROJECT_ROOT / "_build" / "screenshots"
+MACHINE_PATH = re.compile(r"(/tmp/|/root/|/home/|/work/)[A-Za-z0-9_.-]+")
 
 
 @pytest.fixture(scope="module")
 def book_dir(tmp_path_factory):
     """A copy of the book's sources, so the tests never overwrite the user's chapters."""
-    import shutil
-
     root = tmp_path_factory.mktemp("book")
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(PROJECT_ROOT / name, root / name)
+    shutil.copytree(PROJECT_ROOT / "_static", root / "_static")
     shutil.copytree(PROJECT_ROOT / "book", root / "book",
                     ignore=shutil.ignore_patterns("chapters"))
     return root
@@ -42,6 +49,16 @@ def results_dir(tmp_path_factory, book_dir):
     for chapter in CHAPTERS:
         build(chapter, profile="smoke", results_dir=out, out_dir=book_dir / "book" / "chapters")
     return out
+
+
+@pytest.fixture(scope="module")
+def html(results_dir, book_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("html")
+    jb = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(book_dir),
+          "--path-output", str(out), "--quiet"]
+    proc = subprocess.run(jb, capture_output=True, text=True, cwd=book_dir)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out / "_build" / "html"
 
 
 def check_c3lt_results(df: pd.DataFrame, dataset: str, pairs):
@@ -56,7 +73,10 @@ def check_c3lt_results(df: pd.DataFrame, dataset: str, pairs):
     for method in methods:
         for pair in list(pairs) + ["mean"]:
             got = cf[(cf["method"] == method) & (cf["pair"] == pair)]
-            assert sorted(got["metric"]) == sorted(s.name for s in C3LT_METRICS), (method, pair)
+            want = [s.name for s in C3LT_METRICS]
+            if method.startswith("CVE"):
+                want += [s.name for s in CVE_METRICS]
+            assert sorted(got["metric"]) == sorted(want), (method, pair)
             assert all(math.isfinite(v) for v in got["value"]), (method, pair)
     v = cf[cf["metric"] == "Validity"]["value"]
     assert v.between(0, 1).all()
@@ -97,33 +117,41 @@ def test_bayesian_chapter_writes_every_metric(results_dir):
     repeats = get_profile("smoke").bayes_repeats
     for (s, m), g in cf.groupby(["setting", "method"]):
         assert sorted(set(g["metric"])) == sorted(spec.name for spec in BAYES_METRICS), (s, m)
-        assert len(g) == 5 * repeats
-    assert cf[cf["metric"] == "Validity"]["value"].between(0, 1).all()
+        assert len(g) == len(BAYES_METRICS) * repeats
+    for metric in ("Validity", "Validity_fresh", "Robustness_AUC"):
+        assert cf[cf["metric"] == metric]["value"].between(0, 1).all()
 
 
-def test_book_builds(results_dir, book_dir, tmp_path):
-    jb = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(book_dir),
-          "--path-output", str(tmp_path), "--quiet"]
-    proc = subprocess.run(jb, capture_output=True, text=True, cwd=book_dir)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    html = tmp_path / "_build" / "html"
+def test_executed_chapters_record_their_inputs_and_hide_plumbing(results_dir, book_dir):
+    import nbformat
+
+    nb = nbformat.read(book_dir / "book" / "chapters" / "mnist_eval.ipynb", as_version=4)
+    meta = nb.metadata["cflib"]
+    assert meta["params"]["profile"] == "smoke" and meta["inputs"]["modules"]
+    assert "cflib/explainers/cem.py" in meta["inputs"]["modules"]
+    assert any(k.startswith("MNIST/raw/") for k in meta["inputs"]["data"])
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all({"hide-input", "remove-cell"} & set(c.metadata.get("tags", [])) for c in code)
+    assert not any(o.get("name") == "stderr" for c in code for o in c.get("outputs", []))
+    assert "This page was executed" in nb.cells[1].source
+
+
+def test_book_builds(html):
     assert (html / "index.html").exists()
     page = (html / "book" / "chapters" / "mnist_eval.html").read_text()
     for name in ("Adv. Attack", "Original Data", "CEM", "CVE", "ExpGAN", "C3LT", "IM1", "COUT",
-                 "Protocol notes"):
+                 "Protocol notes", "Query (unchanged)", "Kendall"):
         assert name in page
     fpage = (html / "book" / "chapters" / "fashion_mnist_test.html").read_text()
     assert "Fashion-MNIST" in fpage and "Ankle boot" in fpage
     assert (html / "book" / "chapters" / "cross_dataset.html").exists()
     bpage = (html / "book" / "chapters" / "mnist_bayesian.html").read_text()
-    for name in ("PSCE", "BayesCF", "Wachter", "ROAR", "Schut", "Robustness_Ratio_1e-3",
-                 "Protocol notes"):
+    for name in ("PSCE", "BayesCF", "Wachter", "ROAR", "Schut", "Robustness_AUC",
+                 "Validity_fresh", "Protocol notes"):
         assert name in bpage
 
 
 def test_refresh_prose_only_when_code_is_unchanged(results_dir, book_dir, tmp_path):
-    import shutil
-
     import nbformat
 
     from cflib.build_chapter import refresh_prose
@@ -138,3 +166,123 @@ def test_refresh_prose_only_when_code_is_unchanged(results_dir, book_dir, tmp_pa
     nbformat.write(nb, tmp_path / "mnist_eval.ipynb")
     with pytest.raises(ValueError, match="re-run"):
         refresh_prose("mnist_eval", out_dir=tmp_path)
+
+
+# -- the built book in a real browser ---------------------------------------------------------
+#: a chapter page -> texts its results table must show (every row of the table)
+TABLE_ROWS = {
+    "mnist_eval": C3LT_METHODS,
+    "fashion_mnist_test": C3LT_METHODS,
+    "mnist_bayesian": ["Wachter", "BayesCF", "ROAR", "Schut", "PSCE"],
+    "cross_dataset": ["C3LT", "CEM", "Original Data"],
+}
+
+_PAGE_CHECKS = """
+const out = {};
+out.images = Array.from(document.images).map(i => [i.src.slice(-60), i.complete && i.naturalWidth > 0]);
+out.links = Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'));
+out.stderr = document.querySelectorAll('.output.stderr, .stderr').length;
+out.shown_code = document.querySelectorAll('div.cell:not(.tag_hide-input) div.cell_input').length;
+out.text = document.body.innerText;
+const main = document.querySelector('main, article, .bd-article') || document.body;
+const right = main.getBoundingClientRect().right;
+out.cut_tables = Array.from(document.querySelectorAll('div.cell_output table')).filter(t => {
+  let el = t.parentElement, scrolls = false;
+  while (el && el !== document.body) {
+    const s = getComputedStyle(el);
+    if (['auto', 'scroll'].includes(s.overflowX)) { scrolls = true; break; }
+    el = el.parentElement;
+  }
+  return !scrolls && t.getBoundingClientRect().right > right + 2;
+}).length;
+out.tables = Array.from(document.querySelectorAll('table')).map(t => t.innerText);
+return out;
+"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_bin = shutil.which("chromedriver")
+    if not (chromium and driver_bin):
+        pytest.fail("headless Chromium is needed for the browser test: apt-get install "
+                    "chromium chromium-driver (.ci/run installs them)")
+    import os
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.setdefault("SE_OFFLINE", "true")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--window-size=1366,1000",
+                 "--disable-dev-shm-usage"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(driver_bin), options=opts)
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def site(html):
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(html))
+    handler.log_message = lambda *a, **k: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_every_page_in_a_real_browser(html, site, browser):
+    from urllib.parse import urljoin, urlparse
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    pages = sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
+                   if p.name not in ("genindex.html", "search.html"))
+    assert "index.html" in pages and len(pages) >= len(CHAPTERS) + 1
+    problems = []
+    for page in pages:
+        url = f"{site}/{page}"
+        browser.get(url)
+        res = browser.execute_script(_PAGE_CHECKS)
+        errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+        if errors:
+            problems.append(f"{page}: console errors {errors[:3]}")
+        broken = [src for src, ok in res["images"] if not ok]
+        if broken:
+            problems.append(f"{page}: images not decoded {broken[:3]}")
+        for href in res["links"]:
+            target = urlparse(urljoin(url, href))
+            if target.scheme in ("http", "https") and target.netloc != urlparse(site).netloc:
+                continue
+            if target.scheme not in ("http", "https"):
+                continue
+            path = html / target.path.lstrip("/")
+            if target.path.endswith("/"):
+                path = path / "index.html"
+            if not path.exists():
+                problems.append(f"{page}: broken internal link {href}")
+        if res["stderr"]:
+            problems.append(f"{page}: {res['stderr']} stderr block(s) shown")
+        if res["shown_code"]:
+            problems.append(f"{page}: {res['shown_code']} code cell(s) not collapsed")
+        if res["cut_tables"]:
+            problems.append(f"{page}: {res['cut_tables']} table(s) cut off at the right edge")
+        hit = MACHINE_PATH.search(res["text"])
+        if hit:
+            problems.append(f"{page}: machine path {hit.group(0)!r} in the text")
+        chapter = Path(page).stem
+        if chapter in TABLE_ROWS:
+            tables = "\n".join(res["tables"])
+            missing = [r for r in TABLE_ROWS[chapter] if r not in tables]
+            if missing:
+                problems.append(f"{page}: results table lacks rows {missing}")
+        height = browser.execute_script("return document.body.scrollHeight")
+        browser.set_window_size(1366, min(max(int(height), 800), 16000))
+        browser.save_screenshot(str(SCREENSHOTS / (page.replace("/", "_")[:-5] + ".png")))
+        browser.set_window_size(1366, 1000)
+    assert not problems, "\n".join(problems)
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(pages)

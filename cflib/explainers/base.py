@@ -15,6 +15,7 @@ restored on exit).  Per-call results are returned, never stored on the explainer
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, Callable
@@ -26,6 +27,12 @@ import cflib
 from cflib.scopes import frozen, seeded
 
 X_MIN, X_MAX = -1.0, 1.0  # every image in the project lives in [-1, 1]
+log = logging.getLogger("cflib")
+
+
+def _show(t: torch.Tensor) -> str:
+    u = t.unique().tolist()
+    return f"class {u[0]}" if len(u) == 1 else f"classes {u[:5]}"
 
 #: what ``from_profile(..., **data)`` may be given instead of what the method would load
 DATA_KEYS = {
@@ -113,15 +120,25 @@ def check_images(x: torch.Tensor, name: str = "x") -> None:
             f"{tuple(x.shape)} (add a batch dimension with x.unsqueeze(0))"
         )
     if not x.is_floating_point():
-        raise ValueError(f"{name} must be a float tensor scaled to [-1, 1], got {x.dtype}")
+        raise ValueError(f"{name} must be a float tensor scaled to [-1, 1], got {x.dtype} "
+                         "(for uint8 images in 0..255: x.float() / 127.5 - 1)")
     if len(x) == 0:
         raise ValueError(f"{name} is an empty batch")
+    bad = (~torch.isfinite(x)).sum().item()
+    if bad:
+        raise ValueError(f"{name} holds {bad} NaN or infinite value(s); every pixel must be a "
+                         "number in [-1, 1]")
     lo, hi = x.min().item(), x.max().item()
     if lo < X_MIN - 1e-4 or hi > X_MAX + 1e-4:
         raise ValueError(
             f"{name} must be scaled to [-1, 1]; its values span [{lo:.3g}, {hi:.3g}] "
             "(use cflib.data.load_split, or x * 2 - 1 for images in [0, 1])"
         )
+    if lo >= 0.0 and hi > lo:
+        # real images in [-1, 1] always have pixels darker than mid-grey (below 0)
+        raise ValueError(
+            f"{name} has no value below 0: it looks like images in [0, 1], but cflib works on "
+            "[-1, 1] (black is -1); pass x * 2 - 1")
 
 
 def as_target(target, n: int, device, n_classes: int = 10) -> torch.Tensor:
@@ -142,6 +159,38 @@ def as_target(target, n: int, device, n_classes: int = 10) -> torch.Tensor:
         raise ValueError(f"target classes must be in 0..{n_classes - 1} (the classifier has "
                          f"{n_classes} outputs), got {t.unique().tolist()}")
     return t
+
+
+def model_dtype(model: nn.Module) -> torch.dtype:
+    for t in model.parameters():
+        if t.is_floating_point():
+            return t.dtype
+    return torch.float32
+
+
+@torch.no_grad()
+def checked_probs(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
+    """The classifier's softmax on ``x``, after checking that it can take these images and
+    that it returns scores (logits or log-probabilities), not probabilities."""
+    try:
+        with frozen(model):
+            out = model(x[:2].to(model_device(model)))
+    except Exception as err:
+        raise ValueError(f"the classifier cannot take images of shape {tuple(x.shape[1:])} "
+                         f"({type(err).__name__}: {str(err).splitlines()[0]}); pass images of "
+                         "the shape it was trained on") from None
+    if out.dim() != 2:
+        raise ValueError(f"the classifier must return one score per class, shape (N, K); it "
+                         f"returns {tuple(out.shape)}")
+    if out.shape[1] < 2:
+        raise ValueError(f"the classifier returns {out.shape[1]} score per image; a "
+                         "counterfactual needs at least two classes")
+    if ((out >= 0) & (out <= 1)).all() and torch.allclose(out.sum(1), torch.ones(len(out)).to(out),
+                                                          atol=1e-4):
+        raise ValueError("the classifier returns probabilities (each row is in [0, 1] and sums "
+                         "to 1); the methods need its logits (or log-probabilities): drop the "
+                         "final softmax")
+    return predict(model, x, batch_size)
 
 
 @torch.no_grad()
@@ -308,10 +357,20 @@ class Explainer:
             raise RuntimeError(f"{self.name} is a learned method: call fit() before explain()")
         dev = self.device
         with frozen(*self._caller_networks()):
-            x = x.to(dev)
-            probs = predict(self.classifier, x)
+            # float64 (or half) images are converted to the classifier's dtype
+            x = x.to(dev, dtype=model_dtype(self.classifier))
+            probs = checked_probs(self.classifier, x)
             target = as_target(target, len(x), dev, probs.shape[1])
             pred = probs.argmax(1)
+            already = pred == target
+            if already.all():
+                raise ValueError(
+                    f"the classifier already assigns every query to its target ({_show(target)})"
+                    ": a counterfactual needs a target other than the query's class")
+            if already.any():
+                log.info("%s: %d of %d queries are already classified as their target; "
+                            "they count as valid as they are (meta['already_target'])",
+                            self.name, int(already.sum()), len(x))
             with seeded(seed) as gen:
                 if dev.type == "cuda":
                     torch.cuda.synchronize(dev)
@@ -328,7 +387,7 @@ class Explainer:
             success=pred_cf == target, seconds=seconds, method=self.name,
             meta={"config": asdict(self.config) if is_dataclass(self.config) else {},
                   "seed": seed, "cflib_version": cflib.__version__, "device": str(dev),
-                  **extra},
+                  "already_target": already, **extra},
         )
 
     def __repr__(self) -> str:

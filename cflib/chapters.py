@@ -1,0 +1,229 @@
+"""The book's chapters and their parameters: one registry, one validation.
+
+Each chapter is a jupytext source in ``notebooks/`` whose cell tagged ``parameters``
+declares every parameter with a type annotation, a default and a comment::
+
+    n_images: int | None = None   # query images per pair; None: the profile's size
+
+That cell is the schema: :func:`parameter_schema` reads it, and :func:`check` validates
+a chapter's parameters against it (types, ranges, unknown names, a dataset that does
+not match the chapter) before any kernel starts (``cflib.build_chapter``) and again
+inside the notebook (:func:`parameters`), so that a papermill run with a misspelt or
+mistyped parameter stops with a message instead of running something else.  Values
+given as text (``papermill -p n_images 50``) are read as JSON where the annotation
+asks for a number or a list.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from cflib.data import PROJECT_ROOT
+
+NOTEBOOKS = PROJECT_ROOT / "notebooks"
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """A chapter: its source, title, the parameters it fixes and the results it reads."""
+
+    name: str
+    source: str
+    title: str
+    fixed: dict = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> Path:
+        return NOTEBOOKS / self.source
+
+
+#: every chapter of the book, in build order (a chapter comes after those it reads)
+CHAPTERS: dict[str, Chapter] = {c.name: c for c in (
+    Chapter("mnist_eval", "mnist_eval.py", "Counterfactuals on MNIST: the C3LT table",
+            {"dataset": "mnist"}),
+    Chapter("fashion_mnist_test", "mnist_eval.py",
+            "Counterfactuals on Fashion-MNIST: the C3LT table", {"dataset": "fmnist"}),
+    Chapter("cross_dataset", "cross_dataset.py", "How the methods rank on the two datasets",
+            reads=("mnist_eval", "fashion_mnist_test")),
+    Chapter("mnist_bayesian", "mnist_bayesian.py",
+            "Counterfactuals under Bayesian classifiers on MNIST"),
+)}
+
+
+def get_chapter(name: str) -> Chapter:
+    if name not in CHAPTERS:
+        raise ValueError(f"unknown chapter {name!r}; choose one of {list(CHAPTERS)}")
+    return CHAPTERS[name]
+
+
+# -- the schema -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Param:
+    name: str
+    types: tuple[str, ...]      # from the annotation: "int", "str", "float", "bool", "list", "None"
+    default: Any
+    help: str
+
+
+def _parameters_cell(source: Path) -> str:
+    text = Path(source).read_text()
+    m = re.search(r'^# %% tags=\["parameters"\]\n(.*?)(?=^# %%)', text, re.S | re.M)
+    if m is None:
+        raise ValueError(f"{source} has no cell tagged 'parameters'")
+    return m.group(1)
+
+
+def parameter_schema(source) -> dict[str, Param]:
+    """The parameters a chapter source declares: name -> :class:`Param`."""
+    cell = _parameters_cell(Path(source))
+    lines = cell.splitlines()
+    out = {}
+    for node in ast.parse(cell).body:
+        if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name):
+            raise ValueError(f"{source}: every line of the parameters cell must be "
+                             f"'name: type = value  # help' ({ast.unparse(node)!r} is not)")
+        types = tuple(t.strip() for t in ast.unparse(node.annotation).split("|"))
+        line = lines[node.lineno - 1]
+        help_ = line.split("#", 1)[1].strip() if "#" in line else ""
+        out[node.target.id] = Param(node.target.id, types, ast.literal_eval(node.value), help_)
+    return out
+
+
+# -- validation ----------------------------------------------------------------------------
+_PY = {"int": int, "str": str, "float": (int, float), "bool": bool, "list": (list, tuple)}
+
+
+def _convert(p: Param, value):
+    """A value of one of ``p.types``: text read as JSON where a number or list is asked."""
+    if value is None:
+        if "None" in p.types:
+            return None
+        raise ValueError(f"parameter {p.name!r} cannot be None (it is {' | '.join(p.types)})")
+    if isinstance(value, str) and "str" not in p.types:
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValueError(f"parameter {p.name!r} must be {' | '.join(p.types)}; got the text "
+                             f"{value!r}, which is not JSON (e.g. {json.dumps(p.default)})") from None
+        return _convert(p, value)
+    for t in p.types:
+        if t == "None":
+            continue
+        py = _PY.get(t)
+        if py is None:
+            raise ValueError(f"parameter {p.name!r}: unsupported annotation {t!r}")
+        if isinstance(value, bool) and t in ("int", "float"):
+            continue                     # True is not a count
+        if isinstance(value, py):
+            return list(value) if t == "list" else value
+    raise ValueError(f"parameter {p.name!r} must be {' | '.join(p.types)}, got "
+                     f"{type(value).__name__} {value!r}")
+
+
+def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> None:
+    """Ranges and names of the parameters the chapters share."""
+    from cflib.profiles import PROFILES
+
+    if name == "profile" and value not in PROFILES:
+        raise ValueError(f"unknown profile {value!r}; choose one of {sorted(PROFILES)}")
+    if name == "seed" and value < 0:
+        raise ValueError(f"seed must be >= 0, got {value}")
+    if name == "n_images" and value is not None and value < 4:
+        raise ValueError(f"n_images must be at least 4 (the figures show 4 queries per pair) "
+                         f"or None for the profile's size, got {value}")
+    if name == "device":
+        import torch
+
+        if not re.fullmatch(r"cpu|cuda(:\d+)?", value):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
+        if value.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {value!r} asked for but CUDA is not available here; "
+                             "use device='cpu'")
+    if name == "dataset":
+        from cflib.data import canonical_dataset
+
+        canonical = canonical_dataset(value)
+        fixed = (chapter.fixed.get("dataset") if chapter else None)
+        if fixed is not None and canonical != fixed:
+            other = [c.name for c in CHAPTERS.values()
+                     if c.source == chapter.source and c.fixed.get("dataset") == canonical]
+            raise ValueError(f"chapter {chapter.name!r} is the {fixed} table; dataset={value!r} "
+                             f"does not match it" + (f" (run the chapter {other[0]!r})"
+                                                     if other else ""))
+    if name == "pairs" and value is not None:
+        from cflib.data import canonical_dataset, check_pair, parse_pair
+
+        if not value:
+            raise ValueError("pairs must name at least one pair, e.g. ['4->9'], or be None")
+        for pr in value:
+            check_pair(canonical_dataset(values.get("dataset", "mnist")), *parse_pair(pr))
+    if name == "methods" and value is not None:
+        from cflib.explainers import get_method
+
+        if not value:
+            raise ValueError("methods must name at least one method, or be None")
+        for m in value:
+            get_method(m)
+    if name == "settings" and value is not None:
+        from cflib.bayes_benchmark import SETTINGS
+
+        bad = [s for s in value if s not in SETTINGS]
+        if bad or not value:
+            raise ValueError(f"unknown setting(s) {bad}; choose from {list(SETTINGS)}")
+
+
+def check(chapter: str | Chapter, given: dict, source=None) -> dict:
+    """All parameters of ``chapter``: its defaults, its fixed values and ``given``,
+    converted and validated; a ValueError names the first problem (an unknown name
+    lists the chapter's parameters)."""
+    ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
+    schema = parameter_schema(source or ch.path)
+    unknown = sorted(set(given) - set(schema))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for chapter {ch.name!r}; its "
+                         f"parameters are {list(schema)}")
+    values = {k: p.default for k, p in schema.items()}
+    values.update({k: v for k, v in ch.fixed.items() if k in schema})
+    values["results_name"] = ch.name if "results_name" in schema else None
+    values.update(given)
+    out = {k: _convert(schema[k], v) for k, v in values.items() if k in schema}
+    for k, v in out.items():
+        _check_value(k, v, out, ch)
+    return out
+
+
+_IPYTHON = {"In", "Out", "get_ipython", "exit", "quit", "open"}
+
+
+def parameters(source: str, namespace: dict) -> SimpleNamespace:
+    """Validate a running notebook's parameters (call it right after the parameters cell).
+
+    ``namespace`` is the notebook's ``globals()``: every declared parameter is read from
+    it, and any other name found there (a misspelt parameter that papermill injected)
+    is an error.  Returns the converted values.
+    """
+    schema = parameter_schema(NOTEBOOKS / source)
+    stray = sorted(k for k, v in namespace.items()
+                   if k not in schema and not k.startswith("_") and k not in _IPYTHON
+                   and not callable(v) and type(v).__name__ != "module")
+    if stray:
+        raise ValueError(f"unknown parameter(s) {stray}; the parameters of {source} are "
+                         f"{list(schema)}")
+    given = {k: namespace[k] for k in schema if k in namespace}
+    name = given.get("results_name")
+    matches = [c for c in CHAPTERS.values() if c.source == source]
+    ch = next((c for c in matches if c.name == name), None)
+    if ch is None:
+        # a user's own run under another results name: the template's first chapter,
+        # without its fixed dataset
+        base = matches[0]
+        ch = Chapter(name or base.name, base.source, base.title, {}, base.reads)
+    values = check(ch, {k: v for k, v in given.items() if k != "results_name"})
+    values["results_name"] = name or ch.name
+    return SimpleNamespace(**values)

@@ -1,0 +1,77 @@
+"""The ``cflib`` console command.
+
+    cflib list                          chapters, profiles and each chapter's parameters
+    cflib chapter NAME [--profile P] [--seed S] [--device D] [-p NAME VALUE ...]
+    cflib book [--rerun]                execute stale chapters (or all), build the HTML
+    cflib stale                         which chapters' inputs changed since they ran
+    cflib readme [--results DIR]        regenerate the README's headline tables
+"""
+from __future__ import annotations
+
+import argparse
+
+from cflib.chapters import CHAPTERS, parameter_schema
+from cflib.profiles import PROFILES
+
+
+def _listing() -> str:
+    lines = ["chapters (make chapter NB=<name>):"]
+    for c in CHAPTERS.values():
+        lines.append(f"  {c.name:<20} {c.title}")
+    lines.append("profiles: " + ", ".join(PROFILES) + " (sizes only, never the algorithm)")
+    for c in CHAPTERS.values():
+        lines.append(f"parameters of {c.name} (-p NAME VALUE):")
+        for p in parameter_schema(c.path).values():
+            fixed = f" [fixed: {c.fixed[p.name]!r}]" if p.name in c.fixed else ""
+            lines.append(f"  {p.name:<14} {' | '.join(p.types):<12} default {p.default!r}{fixed}"
+                         f"  {p.help}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="cflib", description=__doc__.split("\n\n")[0],
+                                 epilog=_listing(), formatter_class=argparse.RawTextHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="chapters, profiles and parameters")
+    ch = sub.add_parser("chapter", help="execute one chapter (or all)")
+    ch.add_argument("name", choices=list(CHAPTERS) + ["all"])
+    ch.add_argument("--profile", default="standard", choices=list(PROFILES))
+    ch.add_argument("--device", default="cpu")
+    ch.add_argument("--seed", type=int, default=0)
+    ch.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    bk = sub.add_parser("book", help="execute stale chapters, then build the HTML book")
+    bk.add_argument("--rerun", action="store_true", help="execute every chapter")
+    bk.add_argument("--profile", default="standard", choices=list(PROFILES))
+    bk.add_argument("--device", default="cpu")
+    bk.add_argument("--seed", type=int, default=0)
+    sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
+    rd = sub.add_parser("readme", help="regenerate the README's headline tables")
+    rd.add_argument("--results", default="results")
+    rd.add_argument("--readme", default="README.md")
+    args = ap.parse_args(argv)
+
+    from cflib import build_chapter
+
+    if args.command == "list":
+        print(_listing())
+    elif args.command == "chapter":
+        cmd = [args.name, "--profile", args.profile, "--device", args.device,
+               "--seed", str(args.seed)]
+        for k, v in args.p:
+            cmd += ["-p", k, v]
+        build_chapter.main(cmd)
+    elif args.command == "book":
+        build_chapter.build_book(args.profile, args.device, args.seed, args.rerun)
+    elif args.command == "stale":
+        for name in CHAPTERS:
+            reasons = build_chapter.stale_reasons(name)
+            print(f"{name}: " + ("up to date" if not reasons else "stale: " + "; ".join(reasons)))
+    elif args.command == "readme":
+        from cflib.report.readme import update_readme
+
+        update_readme(args.readme, args.results)
+        print(f"{args.readme}: headline tables regenerated from {args.results}/")
+
+
+if __name__ == "__main__":
+    main()

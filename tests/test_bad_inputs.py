@@ -1,0 +1,339 @@
+"""Bad input gets a clear error before any compute, or a documented conversion; never a
+silent wrong result or a bare traceback from torch, torchvision or papermill.
+
+Library inputs (images, targets, models, every explainer config), chapter parameters,
+data files and the weight cache."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from cflib import chapters
+from cflib.explainers import (
+    CEM,
+    CVE,
+    PSCE,
+    ROAR,
+    AdvAttack,
+    C3LTConfig,
+    ExpGANConfig,
+    Schut,
+    Wachter,
+)
+
+
+@pytest.fixture(scope="module")
+def q(bars):
+    x, y = bars
+    return x[y == 0][:4]
+
+
+def adv(clf):
+    return AdvAttack(clf, steps=2)
+
+
+# -- images ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("make, match", [
+    (lambda q: q.clone().index_put_((torch.tensor([0]),), torch.tensor(float("nan"))), "NaN"),
+    (lambda q: torch.where(q > 0, torch.tensor(float("inf")), q), "NaN or infinite"),
+    (lambda q: (q + 1) / 2, r"looks like images in \[0, 1\]"),
+    (lambda q: ((q + 1) * 127.5).to(torch.uint8), "float tensor"),
+    (lambda q: q[0], r"shape \(N, C, H, W\)"),
+    (lambda q: q[:0], "empty batch"),
+    (lambda q: q * 3, r"scaled to \[-1, 1\]"),
+    (lambda q: q.repeat(1, 3, 1, 1), "cannot take images of shape"),
+    (lambda q: q.tolist(), "torch.Tensor"),
+])
+def test_bad_images_are_refused_before_compute(make, match, tiny_classifier, q, monkeypatch):
+    ex = adv(tiny_classifier)
+    monkeypatch.setattr(AdvAttack, "_generate", lambda *a, **k: pytest.fail("computed"))
+    with pytest.raises((ValueError, TypeError), match=match):
+        ex.explain(make(q), 1)
+
+
+def test_float64_images_are_converted_to_the_models_dtype(tiny_classifier, q):
+    cf = adv(tiny_classifier).explain(q.double(), 1)
+    assert cf.x_cf.dtype == torch.float32 and cf.x.dtype == torch.float32
+
+
+# -- targets ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("target, match", [
+    (0, "already assigns every query to its target"),
+    (10, r"0\.\.9"),
+    (-1, r"0\.\.9"),
+    (torch.tensor([1, 1]), r"shape \(4,\)"),
+    (1.5, "class indices"),
+])
+def test_bad_targets(target, match, tiny_classifier, q, monkeypatch):
+    monkeypatch.setattr(AdvAttack, "_generate", lambda *a, **k: pytest.fail("computed"))
+    with pytest.raises(ValueError, match=match):
+        adv(tiny_classifier).explain(q, target)
+
+
+def test_some_queries_already_in_the_target_are_recorded(tiny_classifier, bars):
+    x, y = bars
+    mixed = torch.cat([x[y == 0][:2], x[y == 1][:2]])
+    cf = adv(tiny_classifier).explain(mixed, 1)
+    assert cf.meta["already_target"].tolist() == [False, False, True, True]
+
+
+# -- models -----------------------------------------------------------------------------------
+def test_a_softmax_model_is_refused(tiny_classifier, q):
+    probs = nn.Sequential(tiny_classifier, nn.Softmax(dim=1))
+    with pytest.raises(ValueError, match="returns probabilities"):
+        CEM(probs, max_iterations=2).explain(q, 1)
+
+
+def test_a_model_with_one_output_or_no_module_is_refused(q):
+    with pytest.raises(ValueError, match="at least two classes"):
+        adv(nn.Sequential(nn.Flatten(), nn.Linear(784, 1))).explain(q, 0)
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        AdvAttack(lambda x: x)
+
+
+# -- explainer configs --------------------------------------------------------------------------
+@pytest.mark.parametrize("build, match", [
+    (lambda c: AdvAttack(c, steps=-1), "steps"),
+    (lambda c: AdvAttack(c, eps=-0.1), "eps"),
+    (lambda c: AdvAttack(c, batch_size=0), "batch_size"),
+    (lambda c: CEM(c, max_iterations=0), "max_iterations"),
+    (lambda c: CEM(c, beta=-1.0), "beta"),
+    (lambda c: CEM(c, clip=(1.0, -1.0)), "clip"),
+    (lambda c: CVE(c, n_distractors=0), "n_distractors"),
+    (lambda c: CVE(c, paste="tiles"), "paste"),
+    (lambda c: ExpGANConfig(epochs=-1), "epochs"),
+    (lambda c: ExpGANConfig(kappa=2.0), "kappa"),
+    (lambda c: C3LTConfig(cls_type="mse"), "cls_type"),
+    (lambda c: C3LTConfig(alpha=-0.1), "alpha"),
+    (lambda c: Wachter(c, lr=0.0), "lr"),
+    (lambda c: Wachter(c, lam_steps=0), "lam_steps"),
+    (lambda c: ROAR(c, delta_max=-0.01), "delta_max"),
+    (lambda c: Schut(c, confidence=1.5), "confidence"),
+    (lambda c: Schut(c, step=-0.4), "step"),
+    (lambda c: PSCE(c, epsilon=0.0), "epsilon"),
+    (lambda c: PSCE(c, delta=1.0), "delta"),
+    (lambda c: AdvAttack(c, steps=3, foo=1), "foo"),
+])
+def test_every_config_refuses_bad_values(build, match, tiny_classifier):
+    with pytest.raises((ValueError, TypeError), match=match):
+        build(tiny_classifier)
+
+
+def test_load_split_hands_out_copies():
+    from cflib import data
+
+    if not (data.data_root() / "MNIST" / "raw" / "t10k-images-idx3-ubyte").exists():
+        pytest.skip("MNIST not in the data root")
+    x, y = data.load_split("mnist", "test")
+    x[:] = 0.0
+    y[:] = 7
+    x2, y2 = data.load_split("mnist", "test")
+    assert x2.min() == -1.0 and (y2 != 7).any()
+
+
+# -- chapter parameters -------------------------------------------------------------------------
+@pytest.mark.parametrize("given, match", [
+    ({"n_image": 50}, "unknown parameter.*n_image"),
+    ({"n_images": -5}, "at least 4"),
+    ({"n_images": 2}, "at least 4"),
+    ({"n_images": "lots"}, "not JSON"),
+    ({"dataset": "fmnist"}, "does not match.*fashion_mnist_test"),
+    ({"pairs": '["4->4"]'}, "equal"),
+    ({"pairs": "[]"}, "at least one pair"),
+    ({"pairs": '["4-9"]'}, "cannot read pair"),
+    ({"seed": "x"}, "not JSON"),
+    ({"seed": -1}, "seed"),
+    ({"profile": "huge"}, "unknown profile"),
+    ({"device": "tpu"}, "device"),
+    ({"methods": '["DiCE"]'}, "unknown method"),
+    ({"n_images": True}, "int"),
+])
+def test_bad_chapter_parameters(given, match):
+    with pytest.raises(ValueError, match=match):
+        chapters.check("mnist_eval", given)
+
+
+def test_chapter_parameters_given_as_text_are_converted():
+    out = chapters.check("mnist_eval", {"pairs": '["4->9"]', "n_images": "50"})
+    assert out["pairs"] == ["4->9"] and out["n_images"] == 50
+    with pytest.raises(ValueError, match="unknown setting"):
+        chapters.check("mnist_bayesian", {"settings": '["ensemble"]'})
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="use device='cpu'"):
+            chapters.check("mnist_eval", {"device": "cuda"})
+
+
+def test_a_notebook_names_a_misspelt_parameter():
+    ns = {"profile": "smoke", "device": "cpu", "seed": 0, "dataset": "mnist", "pairs": None,
+          "n_images": None, "methods": None, "results_name": "mnist_eval",
+          "results_dir": "results", "n_image": 12, "In": [], "get_ipython": print}
+    with pytest.raises(ValueError, match="unknown parameter.*n_image"):
+        chapters.parameters("mnist_eval.py", ns)
+    del ns["n_image"]
+    assert chapters.parameters("mnist_eval.py", ns).profile == "smoke"
+
+
+# -- data files ----------------------------------------------------------------------------------
+@pytest.fixture
+def data_copy(tmp_path, monkeypatch):
+    """A copy of the MNIST test files in a fresh data root (with or without checksums)."""
+    from cflib import data
+
+    src = data.data_root()
+    if not (src / "MNIST" / "raw" / "t10k-images-idx3-ubyte").exists():
+        pytest.skip("MNIST not in the data root")
+    raw = tmp_path / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    for f in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        shutil.copy(src / "MNIST" / "raw" / f, raw / f)
+    monkeypatch.setenv("CFLIB_DATA", str(tmp_path))
+    data._load.cache_clear()
+    yield tmp_path
+    data._load.cache_clear()
+
+
+def _offline(monkeypatch):
+    from cflib import data
+
+    class NoDownload:
+        __name__ = "MNIST"
+
+        def __init__(self, *a, **k):
+            raise RuntimeError("no network")
+
+    monkeypatch.setattr(data, "_torchvision_class", lambda d: NoDownload)
+
+
+def test_missing_data_names_the_folder_and_the_variable(data_copy, monkeypatch):
+    from cflib import data
+
+    (data_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").unlink()
+    _offline(monkeypatch)
+    with pytest.raises(FileNotFoundError, match="t10k-labels-idx1-ubyte.*CFLIB_DATA"):
+        data.load_split("mnist", "test")
+
+
+def test_a_truncated_file_is_named_as_truncated(data_copy):
+    from cflib import data
+
+    f = data_copy / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    f.write_bytes(f.read_bytes()[:-1000])
+    with pytest.raises(ValueError, match="truncated"):
+        data.load_split("mnist", "test")
+
+
+def test_same_size_corruption_fails_its_checksum(data_copy):
+    import hashlib
+
+    from cflib import data
+
+    f = data_copy / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    good = f.read_bytes()
+    (data_copy / "SHA256SUMS").write_text(
+        f"{hashlib.sha256(good).hexdigest()}  MNIST/raw/t10k-images-idx3-ubyte\n")
+    bad = bytearray(good)
+    bad[5000:5784] = bytes(784)             # one image overwritten, same size
+    f.write_bytes(bytes(bad))
+    with pytest.raises(ValueError, match="checksum"):
+        data.load_split("mnist", "test")
+
+
+def test_labels_out_of_range_are_refused(data_copy):
+    from cflib import data
+
+    f = data_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
+    raw = bytearray(f.read_bytes())
+    raw[8 + 17] = 200
+    f.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=r"\[200\] outside 0\.\.9"):
+        data.load_split("mnist", "test")
+
+
+# -- the weight cache ---------------------------------------------------------------------------
+def _net():
+    torch.manual_seed(0)
+    return nn.Linear(4, 2)
+
+
+def _train_once(calls):
+    def train(m):
+        calls.append(1)
+        with torch.no_grad():
+            m.weight.add_(1.0)
+        return {"trained": True}
+    return train
+
+
+def test_an_unwritable_cache_fails_before_training(tmp_path, monkeypatch):
+    from cflib.training import cached
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("CFLIB_CACHE", str(blocker))
+    calls = []
+    with pytest.raises(PermissionError, match="CFLIB_CACHE"):
+        cached("toy", {"seed": 0}, _net, _train_once(calls))
+    assert calls == []
+
+
+def test_a_zero_filled_file_fails_its_checksum_and_is_retrained(tmp_cache):
+    from cflib.training import cache_path, cached
+
+    calls = []
+    m1, _ = cached("toy", {"seed": 0}, _net, _train_once(calls))
+    path = cache_path("toy", {"seed": 0})
+    payload = torch.load(path, weights_only=True)
+    payload["state_dict"] = {k: torch.zeros_like(v) for k, v in payload["state_dict"].items()}
+    torch.save(payload, path)
+    m2, _ = cached("toy", {"seed": 0}, _net, _train_once(calls))
+    assert len(calls) == 2 and torch.equal(m1.weight, m2.weight)
+
+
+def test_a_partly_matching_file_never_warm_starts_training(tmp_cache):
+    from cflib.training import cache_path, cached
+
+    calls = []
+    cfg = {"seed": 0}
+    path = cache_path("toy", cfg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # the right config, but only the bias (with a huge value) and a stray key
+    from cflib.training import FORMAT, _normalise
+    torch.save({"format": FORMAT, "config": _normalise(cfg),
+                "state_dict": {"bias": torch.full((2,), 99.0), "extra": torch.ones(1)},
+                "info": {}}, path)
+    m, info = cached("toy", cfg, _net, _train_once(calls))
+    assert calls == [1] and info == {"trained": True}
+    assert (m.bias.abs() < 1).all()           # trained from a fresh build, not from 99
+
+
+def test_the_readme_is_never_emptied(tmp_path):
+    from cflib.report import update_readme
+
+    readme = tmp_path / "README.md"
+    text = "intro\n<!-- headline:start -->\nold tables\n<!-- headline:end -->\n"
+    readme.write_text(text)
+    with pytest.raises(FileNotFoundError, match="lacks"):
+        update_readme(readme, tmp_path / "no-results")
+    assert readme.read_text() == text
+
+
+def test_a_failed_chapter_run_replaces_nothing(tmp_path):
+    """cross_dataset reads the two C3LT results files; without them the kernel fails."""
+    from cflib.build_chapter import build
+
+    out, res = tmp_path / "chapters", tmp_path / "results"
+    out.mkdir()
+    res.mkdir()
+    before = {"notebook": b'{"cells": [], "nbformat": 4}', "results": b"a,b\n1,2\n"}
+    (out / "cross_dataset.ipynb").write_bytes(before["notebook"])
+    (res / "cross_dataset.csv").write_bytes(before["results"])
+    with pytest.raises(RuntimeError, match="nothing was replaced"):
+        build("cross_dataset", profile="smoke", out_dir=out, results_dir=res)
+    assert (out / "cross_dataset.ipynb").read_bytes() == before["notebook"]
+    assert (res / "cross_dataset.csv").read_bytes() == before["results"]
+    assert sorted(p.name for p in res.iterdir()) == ["cross_dataset.csv"]
+    assert Path(__file__).parents[1].joinpath("README.md").exists()

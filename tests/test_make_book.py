@@ -1,0 +1,72 @@
+"""`make book` on a fresh copy of the project: the committed chapters render without
+training anything, and a chapter whose code changed is the only one re-executed."""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cflib import data
+from cflib.chapters import CHAPTERS
+from cflib.data import PROJECT_ROOT
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not (data.data_root() / "SHA256SUMS").exists(),
+                       reason="the data root's SHA256SUMS is needed to compare data digests"),
+]
+
+
+@pytest.fixture(scope="module")
+def fresh_clone(tmp_path_factory):
+    """The project's files as a clone has them (tracked and new, not ignored), elsewhere."""
+    root = tmp_path_factory.mktemp("clone")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=PROJECT_ROOT,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        src = PROJECT_ROOT / f
+        if src.is_file():
+            dest = root / f
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(src.read_bytes())
+    return root
+
+
+def _run(root: Path, *args, cache: Path) -> tuple[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(root), "CFLIB_CACHE": str(cache),
+           "CFLIB_PROGRESS": "0"}
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    return out, time.perf_counter() - t0
+
+
+def test_make_book_renders_the_committed_chapters_without_training(fresh_clone, tmp_path):
+    cache = tmp_path / "cache"
+    out, seconds = _run(fresh_clone, "cflib.cli", "book", cache=cache)
+    for name in CHAPTERS:
+        assert f"[{name}] up to date" in out, out[-3000:]
+    assert "executing" not in out
+    assert (fresh_clone / "_build" / "html" / "index.html").exists()
+    for name in CHAPTERS:
+        assert (fresh_clone / "_build" / "html" / "book" / "chapters" / f"{name}.html").exists()
+    assert not cache.exists() or not any(cache.iterdir())      # nothing was trained
+    assert seconds < 300, f"make book took {seconds:.0f} s"
+
+
+def test_a_changed_chapter_is_the_only_one_re_executed(fresh_clone, tmp_path):
+    src = fresh_clone / "notebooks" / "cross_dataset.py"
+    src.write_text(src.read_text() + '\n# %%\nprint("an edited chapter")\n')
+    out, _ = _run(fresh_clone, "cflib.build_chapter", "all", "--stale-only",
+                  cache=tmp_path / "cache")
+    assert "[cross_dataset] executing" in out
+    assert out.count("executing at profile") == 1, out[-3000:]
+    import nbformat
+
+    nb = nbformat.read(fresh_clone / "book" / "chapters" / "cross_dataset.ipynb", as_version=4)
+    assert any("an edited chapter" in "".join(o.get("text", "")) for c in nb.cells
+               if c.cell_type == "code" for o in c.get("outputs", []))
