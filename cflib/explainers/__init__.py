@@ -8,6 +8,7 @@ class; every class builds itself for a profile with the same call::
 
 C3LT table (Khorram & Fuxin 2022): Original Data, Adv. Attack, CEM, CVE, ExpGAN, C3LT.
 Bayesian classifiers (Duell & Fan 2026): Wachter, BayesCF, ROAR, Schut, PSCE.
+Recourse under quantization (Yahyati et al. 2026): Latent PGD.
 """
 from cflib.explainers.adversarial import AdvAttack, AdvAttackConfig
 from cflib.explainers.base import (
@@ -22,6 +23,7 @@ from cflib.explainers.c3lt import C3LT, C3LTConfig
 from cflib.explainers.cem import CEM, CEMConfig
 from cflib.explainers.cve import CVE, CVEConfig
 from cflib.explainers.expgan import ExpGAN, ExpGANConfig
+from cflib.explainers.latent import LatentRecourse, LatentRecourseConfig
 from cflib.explainers.original import OriginalData, OriginalDataConfig
 from cflib.explainers.psce import PSCE, PSCEConfig
 from cflib.explainers.roar import ROAR, ROARConfig
@@ -33,6 +35,7 @@ from cflib.scopes import frozen, seeded
 METHODS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
     OriginalData, AdvAttack, CEM, CVE, ExpGAN, C3LT,
     Wachter, BayesCF, ROAR, Schut, PSCE,
+    LatentRecourse,
 )}
 
 
@@ -48,4 +51,5 @@ __all__ = ["METHODS", "DATA_KEYS", "get_method", "Counterfactuals", "Explainer",
            "OriginalData", "OriginalDataConfig", "AdvAttack", "AdvAttackConfig",
            "CEM", "CEMConfig", "CVE", "CVEConfig", "ExpGAN", "ExpGANConfig",
            "C3LT", "C3LTConfig", "Wachter", "BayesCF", "WachterConfig", "ROAR", "ROARConfig",
-           "Schut", "SchutConfig", "PSCE", "PSCEConfig"]
+           "Schut", "SchutConfig", "PSCE", "PSCEConfig", "LatentRecourse",
+           "LatentRecourseConfig"]
