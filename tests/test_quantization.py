@@ -344,3 +344,31 @@ def test_quantizer_checks_its_bits():
     with pytest.raises(ValueError, match="kind must be"):
         Quantizer("bias")
     assert fake.check_bits(8) == 8
+
+
+def test_the_quantized_cache_key_follows_the_fp_model_the_ae_and_the_config(
+        small_cnn_bars, latent_ae_bars, monkeypatch):
+    import copy
+
+    from cflib import zoo
+    from cflib.training import cache_key
+
+    keys = []
+    monkeypatch.setattr(zoo, "cached", lambda kind, cfg, *a, **k: (keys.append(cache_key(cfg)),
+                                                                   (None, {}))[1])
+
+    def key(method="PTQ INT8", fp=small_cnn_bars, ae=latent_ae_bars, config=None):
+        zoo.quantized(method, "fmnist", "smoke", fp=fp, autoencoder=ae, config=config)
+        return keys[-1]
+
+    base = key()
+    assert key() == base
+    fp2 = copy.deepcopy(small_cnn_bars)
+    with torch.no_grad():
+        fp2.classifier[3].bias.add_(1e-3)
+    ae2 = copy.deepcopy(latent_ae_bars)
+    with torch.no_grad():
+        ae2.code_std.mul_(1.01)
+    assert key(fp=fp2) != base and key(ae=ae2) != base
+    assert key(config=replace(QUANT_METHODS["PTQ INT8"], init="repo")) != base
+    assert key("CFQ-QAT") != key("MixedPrec-QAT")
