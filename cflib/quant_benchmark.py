@@ -183,6 +183,9 @@ MEDIAN_DELTA = MetricSpec("Median_delta", lambda c: c.fp.meta["delta"].norm(dim=
 N_QUERIES = MetricSpec("N_queries", lambda c: len(c.fp), True, "queries (labels != target)")
 N_FP_FEASIBLE = MetricSpec("N_fp_feasible", lambda c: int(c.fp_success.sum()), True,
                            "queries with a successful FP recourse, |F|")
+N_ALREADY_TARGET = MetricSpec("N_already_target", lambda c: int((c.fp.pred.cpu() == c.target).sum()),
+                              False, "queries the FP model already puts in the target class "
+                                     "(kept, as the code keeps them)")
 N_BOTH_FEASIBLE = MetricSpec("N_both_feasible",
                              lambda c: int((c.fp_success & c.q_success).sum()), True,
                              "queries feasible on both models, |Both|")
@@ -192,9 +195,11 @@ QUANT_METRICS: tuple[MetricSpec, ...] = register(
     ACCURACY, VD, CRG, DIRSIM, OVERHEAD, VD_CI, CRG_CI, DIRSIM_CI, FP_FEASIBLE, Q_FEASIBLE,
     TRANSFER_MARGIN, AVG_WEIGHT_BITS, AVG_ACT_BITS, BIT_COST, COMPRESS_SECONDS, TRAIN_SECONDS,
     TEACHER_SUCCESS, SPARSITY, MEDIAN_DELTA, N_QUERIES, N_FP_FEASIBLE, N_BOTH_FEASIBLE,
+    N_ALREADY_TARGET,
 )
 #: what each kind of row carries
-FP32_METRICS = (ACCURACY, FP_FEASIBLE, MEDIAN_DELTA, TRAIN_SECONDS, N_QUERIES, N_FP_FEASIBLE)
+FP32_METRICS = (ACCURACY, FP_FEASIBLE, MEDIAN_DELTA, TRAIN_SECONDS, N_QUERIES, N_FP_FEASIBLE,
+                N_ALREADY_TARGET)
 ROW_METRICS = (ACCURACY, VD, CRG, DIRSIM, OVERHEAD, VD_CI, CRG_CI, DIRSIM_CI, Q_FEASIBLE,
                TRANSFER_MARGIN, AVG_WEIGHT_BITS, AVG_ACT_BITS, BIT_COST, COMPRESS_SECONDS,
                N_QUERIES, N_FP_FEASIBLE, N_BOTH_FEASIBLE)

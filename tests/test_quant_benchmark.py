@@ -49,7 +49,7 @@ def test_the_table_sweep_and_bits_are_written_and_reproducible(tmp_cache, tmp_pa
     assert list(dict.fromkeys(main["method"])) == QUANT_ROWS
     fp = main[main["method"] == "FP32"].set_index("metric")["value"]
     assert set(fp.index) == {"Accuracy", "FP_Feasible", "Median_delta", "Train_seconds",
-                             "N_queries", "N_fp_feasible"}
+                             "N_queries", "N_fp_feasible", "N_already_target"}
     assert fp["FP_Feasible"] > 0 and 0 < fp["Accuracy"] <= 1
     for m in QUANT_METHODS:
         v = main[main["method"] == m].set_index("metric")["value"]

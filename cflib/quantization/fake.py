@@ -188,6 +188,12 @@ class Quantizer(nn.Module):
         self.register_buffer("bit_values", torch.tensor(self.bits, dtype=torch.float32))
         self._last: torch.Tensor | None = None   # selection of the latest forward pass
 
+    def train(self, mode: bool = True) -> "Quantizer":
+        # a mode change starts afresh: the bit cost reads this mode's selections, and no
+        # graph of a past training step is kept alive (or copied by deepcopy)
+        self._last = None
+        return super().train(mode)
+
     def extra_repr(self) -> str:
         fixed = f", fixed_bits={self.fixed_bits}" if self.fixed_bits is not None else ""
         return f"kind={self.kind!r}, bits={self.bits}, init_bit={self.init_bit}{fixed}"
