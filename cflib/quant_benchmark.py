@@ -625,10 +625,12 @@ def shape_checks(run: QuantRun, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataF
         bits_gap = _value(means, a, "Bit_cost") - _value(means, b, "Bit_cost")
         sign = 1.0 if higher else -1.0         # the direction a "better" difference takes
         label = f"|{metric}|" if higher is None else metric
+        shown = abs if higher is None else float      # |CRG| is what is compared
         rows.append({
             "expectation": f"{label}: {a} - {b} (paired 95 % CI)",
-            "direction": {True: "↑", False: "↓", None: "→ 0"}[higher], "method": a,
-            "value": _value(means, a, metric), "other": b, "other value": _value(means, b, metric),
+            "direction": {True: "↑", False: "↓", None: "↓"}[higher], "method": a,
+            "value": shown(_value(means, a, metric)), "other": b,
+            "other value": shown(_value(means, b, metric)),
             "difference": ci.estimate, "ci_low": ci.low, "ci_high": ci.high,
             "accuracy gap": acc_gap, "bits gap": bits_gap,
             "matched": bool(abs(acc_gap) <= 0.01 and abs(bits_gap) <= 0.25),

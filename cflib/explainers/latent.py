@@ -229,7 +229,8 @@ class LatentRecourse(Explainer):
         cfg = self.config
         noise = None
         if cfg.restarts > 1:  # drawn once for the batch: chunking does not change it
-            d = self.autoencoder.encode(x[:1]).shape[1]
+            with torch.no_grad():
+                d = self.autoencoder.encode(x[:1]).shape[1]
             noise = torch.randn(len(x), cfg.restarts - 1, d, generator=generator)
         parts = []
         bs = cfg.batch_size
