@@ -49,6 +49,21 @@ class Profile:
     bayes_opt_steps: int = 100    # Adam steps per search round (Wachter/BayesCF per lambda, PSCE per
                                   # outer round; ROAR runs 5x as many)
     schut_max_iters: int = 5000
+    # Quantization chapter (Yahyati et al. 2026; QUANT.md 6.2).  Defaults are the
+    # ``standard`` sizes, the public code's own protocol.
+    quant_train_subset: int | None = 5000   # training pool before the validation split (None: all)
+    quant_val_fraction: float = 0.1         # share of the pool split off for calibration/validation
+    quant_clf_epochs: int = 5               # FP SmallCNN and the KD student
+    quant_ae_epochs: int = 5                # latent autoencoder
+    quant_qat_epochs: int = 4               # MixedPrec-QAT, CFQ-QAT, Prune+Quant, KD+Quant
+    quant_calib_epochs: int = 3             # PTQ INT8, PTQ INT4, CF-PTQ
+    quant_n_queries: int = 256              # test draws before the label filter (QUANT.md 14)
+    quant_eval_steps: int = 40              # latent PGD steps of the evaluation solver
+    quant_eval_restarts: int = 2            # and its restarts
+    quant_n_seeds: int = 1                  # training seeds seed .. seed + n - 1
+    quant_sweep_bits: tuple[int, ...] = (2, 3, 4, 5, 6, 8)  # uniform W=A=b PTQ sweep
+    quant_test_subset: int | None = None    # test images for Accuracy (None: the full split)
+    quant_teacher_k10: bool = False         # the K = 10 teacher ablation (setting "teacher_K10")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -62,6 +77,12 @@ PROFILES: dict[str, Profile] = {
         dcgan_epochs=1, dcgan_subset=1024, encoder_epochs=1, c3lt_epochs=1,
         c3lt_subset=256, aupc_steps=10, bayes_repeats=1, bayes_n_images=8,
         bayes_epochs=1, bayes_opt_steps=20, schut_max_iters=40,
+        # 3,000 images and 3 AE epochs, 20 solver steps: below that the smoke FP recourse
+        # fails on (nearly) every query and VD, CRG, DirSim are undefined
+        quant_train_subset=3000, quant_clf_epochs=1, quant_ae_epochs=3, quant_qat_epochs=1,
+        quant_calib_epochs=1, quant_n_queries=24, quant_eval_steps=20, quant_eval_restarts=1,
+        quant_n_seeds=1, quant_sweep_bits=(2, 4, 8), quant_test_subset=2000,
+        quant_teacher_k10=False,
     ),
     "standard": Profile(
         name="standard", n_images=200, train_subset=None, clf_epochs=4, feat_epochs=1,
@@ -70,6 +91,10 @@ PROFILES: dict[str, Profile] = {
         dcgan_epochs=2, dcgan_subset=None, encoder_epochs=2, c3lt_epochs=10,
         c3lt_subset=1000, aupc_steps=50, bayes_repeats=3, bayes_n_images=100,
         bayes_epochs=3, bayes_opt_steps=100, schut_max_iters=1000,
+        quant_train_subset=5000, quant_clf_epochs=5, quant_ae_epochs=5, quant_qat_epochs=4,
+        quant_calib_epochs=3, quant_n_queries=256, quant_eval_steps=40, quant_eval_restarts=2,
+        quant_n_seeds=1, quant_sweep_bits=(2, 3, 4, 5, 6, 8), quant_test_subset=None,
+        quant_teacher_k10=False,
     ),
     "paper": Profile(
         name="paper", n_images=None, train_subset=None, clf_epochs=10, feat_epochs=10,
@@ -78,6 +103,10 @@ PROFILES: dict[str, Profile] = {
         dcgan_epochs=25, dcgan_subset=None, encoder_epochs=20, c3lt_epochs=200,
         c3lt_subset=None, aupc_steps=50, bayes_repeats=5, bayes_n_images=100,
         bayes_epochs=10, bayes_opt_steps=100, schut_max_iters=5000,
+        quant_train_subset=None, quant_clf_epochs=5, quant_ae_epochs=5, quant_qat_epochs=4,
+        quant_calib_epochs=3, quant_n_queries=1000, quant_eval_steps=40, quant_eval_restarts=2,
+        quant_n_seeds=3, quant_sweep_bits=(2, 3, 4, 5, 6, 8), quant_test_subset=None,
+        quant_teacher_k10=True,
     ),
 }
 

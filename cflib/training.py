@@ -177,10 +177,17 @@ def _logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int,
                      lr: float = 1e-3, batch_size: int = 128, seed: int = 0,
-                     desc: str = "classifier") -> None:
-    """Adam on cross-entropy; ``x`` in [-1, 1]."""
+                     desc: str = "classifier", weight_decay: float | None = None) -> None:
+    """Adam on cross-entropy; ``x`` in [-1, 1].
+
+    ``weight_decay`` set: AdamW with that decoupled decay instead (the quantization
+    chapter's SmallCNN recipe, AdamW 1e-3 / 1e-4).
+    """
     dev = next(model.parameters()).device
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    if weight_decay is None:
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     model.train()
     for ep in progress(range(epochs), desc=desc):
         for idx in batches(len(x), batch_size, seed + ep):

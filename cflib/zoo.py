@@ -235,3 +235,185 @@ def bnn_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu"
                   lambda: BayesByBackpropCNN(prior_sigma=0.1, rho_init=-5.0,
                                              n_samples=BAYES_N_SAMPLES, sample_seed=seed),
                   train, device, use_cache)
+
+
+# -- the quantization chapter (Yahyati et al. 2026; QUANT.md 3, 6 and 7) ---------------------
+def quant_pool(dataset: str, profile="standard", seed: int = 0):
+    """The chapter's training pool (QUANT.md 6.1): ``quant_train_subset`` training images
+    drawn with ``seed``, then a seeded permutation splits off ``quant_val_fraction`` of them
+    for validation, calibration and initialisation (5,000 -> 4,500 / 500 at standard, as
+    the code).  Returns a :class:`cflib.quantization.methods.Pool`; an empty split is a
+    ValueError naming the profile fields to raise."""
+    import torch
+
+    from cflib.quantization.methods import Pool
+
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    frac = float(profile.quant_val_fraction)
+    if not 0 <= frac < 1:
+        raise ValueError(f"quant_val_fraction must be in [0, 1), got {frac}")
+    x, y = subsample(*load_split(dataset, "train"), profile.quant_train_subset, seed)
+    n_val = int(round(frac * len(x)))
+    if n_val < 1 or n_val >= len(x):
+        raise ValueError(
+            f"the calibration set is empty: quant_val_fraction={frac} of {len(x)} pool images "
+            f"gives {n_val} validation images and {len(x) - n_val} training images; raise "
+            "quant_val_fraction (or quant_train_subset) so that both are non-empty")
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    val, train = perm[:n_val], perm[n_val:]
+    return Pool(x[train], y[train], x[val], y[val])
+
+
+def _pool_spec(profile: Profile, seed: int) -> dict:
+    return {"train_subset": profile.quant_train_subset, "val_fraction": profile.quant_val_fraction,
+            "seed": seed}
+
+
+def quant_test_split(dataset: str, profile="standard", seed: int = 0):
+    """The images Accuracy is measured on: the full test split (deviation (e); the code uses
+    its ~115 queries), or ``quant_test_subset`` of them drawn with ``seed + 2``."""
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    return subsample(*load_split(dataset, "test"), profile.quant_test_subset, seed + 2)
+
+
+def _timed(fn):
+    import time
+
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def small_cnn(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
+              use_cache: bool = True):
+    """The chapter's FP32 SmallCNN: AdamW (lr 1e-3, weight decay 1e-4), batch 128,
+    ``quant_clf_epochs`` epochs on the pool's training images, no selection (the code's
+    ``_train_classifier``).  ``info``: ``train_seconds`` (T_fp of Overhead, stored so a
+    cached re-run reproduces it) and ``test_accuracy`` (:func:`quant_test_split`)."""
+    from cflib.models import SmallCNN
+
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    epochs = profile.quant_clf_epochs
+    cfg = _base("small_cnn", dataset, profile, seed, arch="SmallCNN-64", epochs=epochs,
+                optimizer="AdamW", lr=1e-3, weight_decay=1e-4, batch_size=128,
+                data=_pool_spec(profile, seed), test_subset=profile.quant_test_subset)
+
+    def train(model):
+        pool = quant_pool(dataset, profile, seed)
+        secs = _timed(lambda: train_classifier(model, pool.x_train, pool.y_train, epochs,
+                                               lr=1e-3, seed=seed, weight_decay=1e-4,
+                                               desc=f"SmallCNN {dataset}"))
+        return {"train_seconds": secs,
+                "test_accuracy": accuracy(model, *quant_test_split(dataset, profile, seed))}
+
+    return cached("small_cnn", cfg, SmallCNN, train, device, use_cache)
+
+
+def latent_autoencoder(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
+                       use_cache: bool = True):
+    """The recourse solver's autoencoder (latent 32): Adam 1e-3, MSE, batch 128,
+    ``quant_ae_epochs`` epochs on the pool's training images of all classes; then the
+    per-dimension statistics of their codes (``fit_latent_stats``), kept in the cache.
+    ``info``: ``train_seconds``, ``test_mse`` (on 1,000 test images, [-1, 1] scale)."""
+    import torch
+
+    from cflib.models import LatentAutoencoder
+
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    epochs = profile.quant_ae_epochs
+    cfg = _base("latent_autoencoder", dataset, profile, seed, arch="LatentAutoencoder-32",
+                epochs=epochs, lr=1e-3, batch_size=128, data=_pool_spec(profile, seed))
+
+    def train(model):
+        pool = quant_pool(dataset, profile, seed)
+        secs = _timed(lambda: train_autoencoder(model, pool.x_train, epochs, seed=seed,
+                                                desc=f"latent AE {dataset}"))
+        model.fit_latent_stats(pool.x_train)
+        xt, _ = subsample(*load_split(dataset, "test"), 1000, seed)
+        with torch.no_grad():
+            dev = next(model.parameters()).device
+            mse = ((model(xt.to(dev)) - xt.to(dev)) ** 2).mean().item()
+        return {"train_seconds": secs, "test_mse": mse}
+
+    return cached("latent_autoencoder", cfg, LatentAutoencoder, train, device, use_cache)
+
+
+def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
+               use_cache: bool = True, *, fp=None, temperature: float = 2.0, alpha: float = 0.5,
+               epochs: int | None = None):
+    """KD+Quant's student: a fresh SmallCNN (seed + 1) trained for ``epochs`` (default
+    ``quant_clf_epochs``) on ``alpha CE + (1 - alpha) T^2 KL`` against the FP model ``fp``
+    (default :func:`small_cnn`), with the FP recipe's optimiser.  The key holds the FP
+    model's fingerprint.  ``info``: ``train_seconds``, ``test_accuracy``."""
+    from cflib.models import SmallCNN
+    from cflib.quantization.methods import train_kd_student
+    from cflib.training import fingerprint
+
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    epochs = profile.quant_clf_epochs if epochs is None else int(epochs)
+    if fp is None:
+        fp, _ = small_cnn(dataset, profile, seed, device, use_cache)
+    cfg = _base("kd_student", dataset, profile, seed + 1, arch="SmallCNN-64", epochs=epochs,
+                kd_temperature=temperature, kd_alpha=alpha, optimizer="AdamW", lr=1e-3,
+                weight_decay=1e-4, batch_size=128, data=_pool_spec(profile, seed),
+                test_subset=profile.quant_test_subset, teacher=fingerprint(fp))
+
+    def train(model):
+        pool = quant_pool(dataset, profile, seed)
+        secs = _timed(lambda: train_kd_student(model, fp, pool.x_train, pool.y_train, epochs,
+                                               temperature, alpha, seed=seed + 1,
+                                               desc=f"KD student {dataset}"))
+        return {"train_seconds": secs,
+                "test_accuracy": accuracy(model, *quant_test_split(dataset, profile, seed))}
+
+    return cached("kd_student", cfg, SmallCNN, train, device, use_cache)
+
+
+def quantized(method: str, dataset: str = "fmnist", profile="standard", seed: int = 0,
+              device="cpu", use_cache: bool = True, *, target: int = 0, config=None, fp=None,
+              autoencoder=None):
+    """A compressed SmallCNN of the quantization table, through the cache.
+
+    ``method`` is a row of :data:`cflib.quantization.QUANT_METHODS` (its config with the
+    profile's epochs), or any label when ``config`` is given (the sweep's and check
+    rows' variants).  ``fp`` / ``autoencoder`` default to :func:`small_cnn` /
+    :func:`latent_autoencoder`; the key holds the method, its config, the target, the
+    data-pool spec and the fingerprints of both.  ``info``: ``compress_seconds`` (T_m of
+    Overhead; KD+Quant's includes its student's training), ``test_accuracy``, the bits
+    (``bits``, ``avg_weight_bits``, ``avg_act_bits``, ``bit_cost``) and, where they
+    apply, ``teacher_success``, ``sparsity``, ``student_seconds``.
+    """
+    from dataclasses import asdict
+
+    from cflib.explainers.base import as_target
+    from cflib.quantization.methods import build_quant_model, compress, method_config
+    from cflib.training import fingerprint
+
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    config = method_config(method, profile) if config is None else config
+    t = int(as_target(target, 1, "cpu")[0])
+    if fp is None:
+        fp, _ = small_cnn(dataset, profile, seed, device, use_cache)
+    if autoencoder is None:
+        autoencoder, _ = latent_autoencoder(dataset, profile, seed, device, use_cache)
+    cfg = _base("quantized", dataset, profile, seed, method=method,
+                recipe=type(config).__name__, config=asdict(config), target=t,
+                data=_pool_spec(profile, seed), test_subset=profile.quant_test_subset,
+                fp=fingerprint(fp), autoencoder=fingerprint(autoencoder))
+
+    def train(q):
+        pool = quant_pool(dataset, profile, seed)
+        student, sinfo = None, {}
+        if getattr(config, "kd", False):
+            student, sinfo = kd_student(dataset, profile, seed, device, use_cache, fp=fp,
+                                        temperature=config.kd_temperature,
+                                        alpha=config.kd_alpha, epochs=config.student_epochs)
+        info = compress(q, config, fp, pool, autoencoder=autoencoder, target=t, seed=seed,
+                        student=student, desc=f"{method} {dataset}")
+        if student is not None:
+            info["student_seconds"] = float(sinfo["train_seconds"])
+            info["compress_seconds"] += info["student_seconds"]
+        info["test_accuracy"] = accuracy(q, *quant_test_split(dataset, profile, seed))
+        return info
+
+    return cached("quantized", cfg, lambda: build_quant_model(config), train, device, use_cache)

@@ -50,3 +50,34 @@ def tmp_cache(tmp_path, monkeypatch):
     """An empty weight cache for one test."""
     monkeypatch.setenv("CFLIB_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+@pytest.fixture(scope="session")
+def small_cnn_bars(bars):
+    """The quantization chapter's SmallCNN trained on the bars (frozen, eval mode)."""
+    from cflib.models import SmallCNN
+    from cflib.training import train_classifier
+
+    torch.manual_seed(0)
+    model = SmallCNN()
+    x, y = bars
+    train_classifier(model, x, y, epochs=2, lr=1e-3, batch_size=32, seed=0, weight_decay=1e-4)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model.eval()
+
+
+@pytest.fixture(scope="session")
+def latent_ae_bars(bars):
+    """A LatentAutoencoder trained on the bars, with fitted latent statistics."""
+    from cflib.models import LatentAutoencoder
+    from cflib.training import train_autoencoder
+
+    torch.manual_seed(0)
+    ae = LatentAutoencoder()
+    x, _ = bars
+    train_autoencoder(ae, x, epochs=4, lr=3e-3, batch_size=32, seed=0)
+    ae.fit_latent_stats(x)
+    for p in ae.parameters():
+        p.requires_grad_(False)
+    return ae.eval()

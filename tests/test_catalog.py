@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from cflib.explainers import METHODS, Explainer, get_method
-from cflib.models import ConvAutoencoder
+from cflib.models import ConvAutoencoder, LatentAutoencoder
 from cflib.models.dcgan import DCGAN, EncoderDCGAN
 
 #: methods whose paper ties them to the 28x28 DCGAN (C3LT's generator)
@@ -20,7 +20,8 @@ def data(bars):
     gan = DCGAN(ngf=8, ndf=8).eval()
     return dict(train=bars, pool=bars, autoencoder=ConvAutoencoder().eval(),
                 generator=gan.generator, discriminator=gan.discriminator,
-                encoder=EncoderDCGAN(ndf=8).eval(), cache=False)
+                encoder=EncoderDCGAN(ndf=8).eval(), cache=False,
+                latent_autoencoder=LatentAutoencoder().fit_latent_stats(bars[0]).eval())
 
 
 def _state(model: nn.Module):
@@ -33,7 +34,7 @@ def test_the_catalog_holds_every_method_of_the_tables():
     assert list(METHODS) == ["Original Data", "Query (unchanged)", "Adv. Attack", "CEM",
                              "CEM (targeted)", "CVE", "CVE (receptive field)", "ExpGAN",
                              "C3LT", "C3LT (reconstruction)",
-                             "Wachter", "BayesCF", "ROAR", "Schut", "PSCE"]
+                             "Wachter", "BayesCF", "ROAR", "Schut", "PSCE", "Latent PGD"]
     assert all(issubclass(cls, Explainer) and cls.name == name for name, cls in METHODS.items())
     with pytest.raises(ValueError, match="unknown method 'DiCE'.*C3LT"):
         get_method("DiCE")
@@ -118,7 +119,9 @@ def test_methods_take_rgb_32x32_batches_and_other_class_counts(name):
     with torch.no_grad():
         y = clf(x).argmax(1)           # labels the classifier agrees with
     q, t = y.unique()[:2].tolist()
-    data = dict(train=(x, y), pool=(x, y), autoencoder=None, cache=False)
+    data = dict(train=(x, y), pool=(x, y), autoencoder=None, cache=False,
+                latent_autoencoder=LatentAutoencoder(channels=3, image_size=32)
+                .fit_latent_stats(x).eval())
     ex = METHODS[name].from_profile(clf, dataset="mnist", profile="smoke", seed=0, pair=(q, t),
                                     **data)
     cf = ex.explain(x[y == q][:3], t)

@@ -139,6 +139,15 @@ def test_update_readme_rewrites_only_the_headline_block(tmp_path):
     bayes_rows().to_csv(res / "mnist_bayesian.csv", index=False)
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- headline:start -->\nold\n<!-- headline:end -->\nafter\n")
+    with pytest.raises(FileNotFoundError, match="mnist_eval.csv"):
+        report.update_readme(readme, res)           # every chapter's results are needed
+    assert "old" in readme.read_text()
+    acc = {"dataset": "mnist", "pair": "all", "method": "Classifier", "setting": "",
+           "metric": "Accuracy", "value": 0.99, "seed": 0, "profile": "smoke"}
+    for name, dataset in (("mnist_eval", "mnist"), ("fashion_mnist_test", "fmnist")):
+        df = with_pair_means(rows({("4->9", "CEM", "IM1"): 1.5}))
+        df = pd.concat([pd.DataFrame([acc]), df]).assign(dataset=dataset)
+        df.to_csv(res / f"{name}.csv", index=False)
     report.update_readme(readme, res)
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("after\n") and "old" not in text

@@ -10,6 +10,7 @@ C3LT table (Khorram & Fuxin 2022): Original Data, Adv. Attack, CEM, CVE, ExpGAN,
 plus our reference rows and variants: Query (unchanged), CEM (targeted),
 CVE (receptive field), C3LT (reconstruction).
 Bayesian classifiers (Duell & Fan 2026): Wachter, BayesCF, ROAR, Schut, PSCE.
+Recourse under quantization (Yahyati et al. 2026): Latent PGD.
 """
 from cflib.explainers.adversarial import AdvAttack, AdvAttackConfig
 from cflib.explainers.base import (
@@ -24,6 +25,7 @@ from cflib.explainers.c3lt import C3LT, C3LTConfig, C3LTReconstruction
 from cflib.explainers.cem import CEM, CEMConfig, CEMTargeted
 from cflib.explainers.cve import CVE, CVEConfig, CVEReceptiveField
 from cflib.explainers.expgan import ExpGAN, ExpGANConfig
+from cflib.explainers.latent import LatentRecourse, LatentRecourseConfig
 from cflib.explainers.original import OriginalData, OriginalDataConfig, QueryUnchanged
 from cflib.explainers.psce import PSCE, PSCEConfig
 from cflib.explainers.roar import ROAR, ROARConfig
@@ -36,6 +38,7 @@ METHODS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
     OriginalData, QueryUnchanged, AdvAttack, CEM, CEMTargeted, CVE, CVEReceptiveField,
     ExpGAN, C3LT, C3LTReconstruction,
     Wachter, BayesCF, ROAR, Schut, PSCE,
+    LatentRecourse,
 )}
 
 
@@ -52,4 +55,5 @@ __all__ = ["METHODS", "DATA_KEYS", "get_method", "Counterfactuals", "Explainer",
            "AdvAttackConfig", "CEM", "CEMConfig", "CEMTargeted", "CVE", "CVEConfig",
            "CVEReceptiveField", "ExpGAN", "ExpGANConfig", "C3LT", "C3LTConfig",
            "C3LTReconstruction", "Wachter", "BayesCF", "WachterConfig", "ROAR", "ROARConfig",
-           "Schut", "SchutConfig", "PSCE", "PSCEConfig"]
+           "Schut", "SchutConfig", "PSCE", "PSCEConfig", "LatentRecourse",
+           "LatentRecourseConfig"]

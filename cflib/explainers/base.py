@@ -43,6 +43,8 @@ DATA_KEYS = {
     "generator": "C3LT's frozen DCGAN generator (default: cflib.zoo.dcgan)",
     "discriminator": "C3LT's frozen DCGAN discriminator (default: cflib.zoo.dcgan)",
     "encoder": "C3LT's frozen encoder (default: cflib.zoo.c3lt_encoder)",
+    "latent_autoencoder": "Latent PGD's LatentAutoencoder with fitted latent statistics "
+                          "(default: cflib.zoo.latent_autoencoder)",
     "cache": "True (default) to keep learned weights in the weight cache, False to train afresh",
 }
 

@@ -99,7 +99,7 @@ def get_spec(name: str) -> MetricSpec:
 def _load_runners() -> None:
     import importlib
 
-    for mod in ("cflib.c3lt_benchmark", "cflib.bayes_benchmark"):
+    for mod in ("cflib.c3lt_benchmark", "cflib.bayes_benchmark", "cflib.quant_benchmark"):
         importlib.import_module(mod)
 
 

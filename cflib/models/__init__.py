@@ -1,5 +1,6 @@
-"""Networks of the benchmark: the C3LT classifier, autoencoders, feature network."""
-from cflib.models.autoencoder import ConvAutoencoder
-from cflib.models.classifier import C3LTClassifier, FeatureNet
+"""Networks of the benchmark: the C3LT classifier, autoencoders, feature network, and the
+quantization chapter's SmallCNN and latent autoencoder."""
+from cflib.models.autoencoder import ConvAutoencoder, LatentAutoencoder
+from cflib.models.classifier import C3LTClassifier, FeatureNet, SmallCNN
 
-__all__ = ["C3LTClassifier", "FeatureNet", "ConvAutoencoder"]
+__all__ = ["C3LTClassifier", "FeatureNet", "ConvAutoencoder", "SmallCNN", "LatentAutoencoder"]

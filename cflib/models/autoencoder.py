@@ -17,6 +17,9 @@ Three architectures, named by their code (:data:`AE_ARCHS`, :func:`make_autoenco
 
 Outputs end in tanh: every image of the project lives in [-1, 1].  Which one scores
 IM1 was chosen on validation data (``cflib.tuning``, the chapters' protocol notes).
+
+:class:`LatentAutoencoder` is the quantization chapter's: the autoencoder whose 32-d
+latent the recourse solver searches.
 """
 from __future__ import annotations
 
@@ -97,3 +100,87 @@ def make_autoencoder(arch: str, image_shape=(1, 28, 28)) -> nn.Module:
     if arch.startswith("dense-") and arch[6:].isdigit() and int(arch[6:]) > 0:
         return DenseAutoencoder(int(arch[6:]), image_shape)
     raise ValueError(f"unknown autoencoder architecture {arch!r}; choose one of {AE_ARCHS}")
+
+
+class LatentAutoencoder(nn.Module):
+    """The conv autoencoder with a 32-d latent of the quantization chapter's recourse solver.
+
+    The public code's layout (``cfq/models.py``, ``ConvAutoencoder``; QUANT.md 1.3):
+    encoder conv 1->16 3x3 s2 p1, ReLU; conv 16->32 3x3 s2 p1, ReLU; FC 1568->32;
+    decoder FC 32->1568; convT 32->16 4x4 s2 p1, ReLU; convT 16->1 4x4 s2 p1.  The
+    code's sigmoid becomes tanh, since cflib's images live in [-1, 1].  ``channels`` and
+    ``image_size`` (a multiple of 4) let the same layout take 3x32x32 images.
+
+    ``code_mean`` / ``code_std`` are the per-dimension mean and standard deviation of
+    the training codes (buffers, so the weight cache holds them; NaN until
+    :meth:`fit_latent_stats`).  The solver searches in the standardised latent
+    ``u = (z - mean) / std`` (QUANT.md section 4, deviation (b)).
+    """
+
+    def __init__(self, latent_dim: int = 32, channels: int = 1, image_size: int = 28):
+        super().__init__()
+        if image_size % 4:
+            raise ValueError(f"image_size must be a multiple of 4 (two stride-2 stages), "
+                             f"got {image_size}")
+        s = image_size // 4
+        self.latent_dim, self._grid = int(latent_dim), s
+        self.encoder_conv = nn.Sequential(
+            nn.Conv2d(channels, 16, 3, stride=2, padding=1), nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+        )
+        self.encoder_fc = nn.Linear(32 * s * s, latent_dim)
+        self.decoder_fc = nn.Linear(latent_dim, 32 * s * s)
+        self.decoder_conv = nn.Sequential(
+            nn.ConvTranspose2d(32, 16, 4, stride=2, padding=1), nn.ReLU(),
+            nn.ConvTranspose2d(16, channels, 4, stride=2, padding=1), nn.Tanh(),
+        )
+        self.register_buffer("code_mean", torch.full((latent_dim,), float("nan")))
+        self.register_buffer("code_std", torch.full((latent_dim,), float("nan")))
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Codes ``z`` (N, latent_dim) of images in [-1, 1]."""
+        return self.encoder_fc(self.encoder_conv(x).flatten(1))
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """Images in [-1, 1] from codes ``z``."""
+        h = self.decoder_fc(z).view(len(z), 32, self._grid, self._grid)
+        return self.decoder_conv(h)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.encode(x))
+
+    # -- the standardised latent ----------------------------------------------------------
+    @property
+    def stats_fitted(self) -> bool:
+        """True once :meth:`fit_latent_stats` has set finite statistics."""
+        return bool(torch.isfinite(self.code_mean).all() and torch.isfinite(self.code_std).all()
+                    and (self.code_std > 0).all())
+
+    def _check_stats(self) -> None:
+        if not self.stats_fitted:
+            raise ValueError("the autoencoder's latent statistics are unset; train through "
+                             "zoo.latent_autoencoder or call fit_latent_stats(x_train)")
+
+    def standardise(self, z: torch.Tensor) -> torch.Tensor:
+        """``u = (z - code_mean) / code_std``."""
+        self._check_stats()
+        return (z - self.code_mean) / self.code_std
+
+    def destandardise(self, u: torch.Tensor) -> torch.Tensor:
+        """``z = code_mean + code_std * u`` (the inverse of :meth:`standardise`)."""
+        self._check_stats()
+        return self.code_mean + self.code_std * u
+
+    @torch.no_grad()
+    def fit_latent_stats(self, x: torch.Tensor, batch_size: int = 1024) -> "LatentAutoencoder":
+        """Set ``code_mean`` / ``code_std`` to the per-dimension mean and (population)
+        standard deviation of the codes of ``x`` (std floored at 1e-6)."""
+        was = self.training
+        self.eval()
+        dev = self.code_mean.device
+        z = torch.cat([self.encode(x[i:i + batch_size].to(dev))
+                       for i in range(0, len(x), batch_size)])
+        self.train(was)
+        self.code_mean.copy_(z.mean(0))
+        self.code_std.copy_(z.std(0, unbiased=False).clamp_min(1e-6))
+        return self

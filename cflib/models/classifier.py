@@ -1,4 +1,5 @@
-"""Classifiers: the C3LT CNN and the feature network used for FID/KID."""
+"""Classifiers: the C3LT CNN, the feature network used for FID/KID, and the quantization
+chapter's SmallCNN."""
 from __future__ import annotations
 
 import torch
@@ -64,3 +65,27 @@ class FeatureNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.body(x) if self.embed else self.head(self.body(x))
+
+
+class SmallCNN(nn.Module):
+    """The FP classifier of the quantization chapter (Yahyati et al. 2026), in the public
+    code's layout (``cfq/models.py``, ``SmallCNN``; QUANT.md 1.3).
+
+    ``features``: conv 1->32 3x3 p1, ReLU, maxpool 2; conv 32->64 3x3 p1, ReLU, maxpool 2.
+    ``classifier``: flatten, FC 3136->64, ReLU, FC 64->n_classes.  No dropout and no batch
+    norm, so :class:`cflib.quantization.QuantSmallCNN` reproduces it exactly with its
+    quantizers off.  Inputs are cflib's [-1, 1] images (the code feeds [0, 1]).
+    """
+
+    def __init__(self, n_classes: int = 10, width: int = 64):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(64 * 7 * 7, width), nn.ReLU(), nn.Linear(width, n_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))

@@ -1,0 +1,39 @@
+"""Fake quantization for the quantization chapter (Yahyati et al. 2026; QUANT.md 2-3).
+
+* :mod:`cflib.quantization.fake`: straight-through rounding, LSQ-style weight steps,
+  PACT-style activation clips, the Gumbel bit policy, the MSE clipping initialiser, the
+  bit cost and the temperature schedule;
+* :mod:`cflib.quantization.model`: :class:`QuantSmallCNN` (``from_fp``, exact bypass);
+* :mod:`cflib.quantization.methods`: the seven recipes and their registry
+  :data:`QUANT_METHODS` (keys spelled as the leaderboard listing spells the rows).
+
+Written in cflib rather than taken from ``torch.ao``/torchao: the rows need 2-, 3- and
+4-bit and per-layer mixed widths on Conv2d, and the recourse solver needs input
+gradients through the quantized model (QUANT.md 2).
+"""
+from cflib.quantization.fake import (
+    BIT_CHOICES,
+    Quantizer,
+    bit_cost,
+    budget_penalty,
+    quantize_act,
+    quantize_weight,
+    round_ste,
+    temperature,
+)
+from cflib.quantization.methods import METHODS as QUANT_METHODS
+from cflib.quantization.methods import (
+    Pool,
+    PTQConfig,
+    QATConfig,
+    build_quant_model,
+    compress,
+    get_config,
+    method_config,
+)
+from cflib.quantization.model import QuantSmallCNN
+
+__all__ = ["BIT_CHOICES", "Quantizer", "bit_cost", "budget_penalty", "quantize_act",
+           "quantize_weight", "round_ste", "temperature", "QUANT_METHODS", "Pool", "PTQConfig",
+           "QATConfig", "build_quant_model", "compress", "get_config", "method_config",
+           "QuantSmallCNN"]
