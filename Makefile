@@ -10,7 +10,7 @@ export CFLIB_DATA ?= $(CURDIR)/data
 
 RERUN   ?=
 
-.PHONY: book test chapter html clean install stale
+.PHONY: book test chapter html clean install stale sweep benchmark
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,17 @@ chapter: $(VENV)/.installed
 book: $(VENV)/.installed
 	$(VENV)/bin/cflib book --profile $(PROFILE) --device $(DEVICE) --seed $(SEED) \
 		$(if $(RERUN),--rerun)
+
+# chapters x training seeds on Dask (a LocalCluster, or $$CFLIB_SCHEDULER), merged
+SEEDS   ?= 0,1,2
+comma   := ,
+sweep: $(VENV)/.installed
+	$(PY) -m cflib.sweep $(NB) --seeds $(subst $(comma), ,$(SEEDS)) --profile $(PROFILE) \
+		--device $(DEVICE)
+
+# throughput of every explainer, batched and alone -> results/performance.csv
+benchmark: $(VENV)/.installed
+	$(PY) benchmarks/throughput.py --device $(DEVICE)
 
 # which chapters are stale, and why
 stale: $(VENV)/.installed

@@ -15,8 +15,8 @@ Where the output goes:
 
 * the book's run (profile ``standard``, seed 0, device ``cpu``, no other parameter):
   ``book/chapters/<chapter>.ipynb`` and ``results/<chapter>*.csv``, committed;
-* any other run: ``_build/runs/<chapter>-<profile>-seed<seed>[-<params>]/``, beside
-  the committed ones, never over them.
+* any other run: ``_build/runs/<profile>-seed<seed>[-<params>]/``, one folder per run
+  of the book, beside the committed files, never over them.
 
 The executed notebook records in its metadata (``cflib``) the sha256 of every input:
 the source, its discussion page, every ``cflib`` module the kernel imported, the data
@@ -143,7 +143,7 @@ def _data_digest(files: list[str]) -> dict[str, str]:
 
 
 def input_digests(chapter: Chapter, params: dict, modules: list[str],
-                  data_files: list[str]) -> dict:
+                  data_files: list[str], results_root: Path = RESULTS_DIR) -> dict:
     """Every input of a chapter run, as ``{kind: {name: sha}}``."""
     src = _source_digests(chapter)
     mods = {}
@@ -151,9 +151,9 @@ def input_digests(chapter: Chapter, params: dict, modules: list[str],
         rel = _rel(Path(m))
         mods[rel] = _code_sha(PROJECT_ROOT / rel) if (PROJECT_ROOT / rel).exists() else "missing"
     reads = {}
-    for other in chapter.reads:
-        f = RESULTS_DIR / f"{other}.csv"
-        reads[_rel(f)] = _sha(f) if f.exists() else "missing"
+    for pattern in chapter.read_patterns(params["profile"]):
+        for f in sorted(Path(results_root).glob(pattern)):
+            reads[str(f.relative_to(results_root))] = _sha(f)
     return {"source": src, "modules": mods, "data": _data_digest(data_files), "reads": reads,
             "params": hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]}
 
@@ -212,13 +212,16 @@ def _is_book_run(params: dict, chapter: Chapter) -> bool:
 
 
 def output_dirs(chapter: Chapter, params: dict) -> tuple[Path, Path]:
-    """(folder of the executed notebook, folder of the results) for a run."""
+    """(folder of the executed notebook, folder of the results) for a run: the book's
+    own for the book's run, else one folder per (profile, seed, other parameters) that
+    every chapter of such a run shares."""
     if _is_book_run(params, chapter):
         return CHAPTER_DIR, RESULTS_DIR
     defaults = check(chapter, dict(BOOK_RUN))
     extra = {k: v for k, v in params.items()
-             if k not in ("profile", "seed", "results_dir") and defaults.get(k) != v}
-    tag = f"{chapter.name}-{params['profile']}-seed{params['seed']}"
+             if k not in ("profile", "seed", "results_dir", "results_name", "dataset")
+             and defaults.get(k) != v}
+    tag = f"{params['profile']}-seed{params['seed']}"
     if extra:
         tag += "-" + hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8]
     d = RUNS_DIR / tag
@@ -287,11 +290,16 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: in
     work = Path(tempfile.mkdtemp(prefix=f"{ch.name}-", dir=_scratch()))
     tmp_results = work / "results"
     tmp_results.mkdir()
-    for other in ch.reads:                    # a chapter that reads others sees their files
-        other_dir = Path(results_dir) if results_dir else output_dirs(
-            get_chapter(other), check(other, {k: params[k] for k in BOOK_RUN}))[1]
-        for f in other_dir.glob(f"{other}*.csv"):
-            shutil.copy2(f, tmp_results / f.name)
+    copied = set()                          # what the chapter reads, copied into its folder
+    for pattern in ch.read_patterns(params["profile"]):
+        # from the run's own results; what no chapter of the run made (the benchmark's
+        # performance.csv) from the book's committed results
+        src_dir = res_dir if any(res_dir.glob(pattern)) else RESULTS_DIR
+        for f in src_dir.glob(pattern):
+            rel = f.relative_to(src_dir)
+            (tmp_results / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, tmp_results / rel)
+            copied.add(rel)
     nb = to_notebook(ch)
     probe = nbformat.v4.new_code_cell(_PROBE)
     probe.metadata["tags"] = ["cflib-probe"]
@@ -331,12 +339,13 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: in
     reported = _clean(out_nb, ch, params, provenance)
     inputs = input_digests(ch, {k: v for k, v in params.items()},
                            [PROJECT_ROOT / m if not Path(m).is_absolute() else m
-                            for m in reported.get("modules", [])], reported.get("data", []))
+                            for m in reported.get("modules", [])], reported.get("data", []),
+                           res_dir)
     out_nb.metadata["cflib"] = {"chapter": ch.name, "commit": _commit(), "date": when,
                                 "seconds": round(seconds), "params": params, "inputs": inputs}
     # success: move results, then the notebook, each atomically
     for f in sorted(tmp_results.glob("*.csv")):
-        if not any(f.name.startswith(o) for o in ch.reads):
+        if f.relative_to(tmp_results) not in copied:
             _install(f, res_dir / f.name)
     final = nb_dir / f"{ch.name}.ipynb"
     tmp_nb = work / "final.ipynb"
@@ -394,6 +403,7 @@ def build_book(profile: str = "standard", device: str = "cpu", seed: int = 0,
     root = PROJECT_ROOT
     if not book_run:
         root = PROJECT_ROOT / "_build" / f"book-{profile}-seed{seed}"
+        # the run's notebooks sit in one runs folder: assemble a book around them
         shutil.rmtree(root, ignore_errors=True)
         (root / "book").mkdir(parents=True)
         for f in ("_config.yml", "_toc.yml"):

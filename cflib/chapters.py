@@ -28,15 +28,24 @@ from cflib.data import PROJECT_ROOT
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 
 
+#: the sweep results over training seeds a C3LT chapter shows when they exist
+SWEEP_READS = ("sweep/{chapter}/{profile}/merged.csv", "sweep/{chapter}/{profile}/seed*/{chapter}.csv")
+
+
 @dataclass(frozen=True)
 class Chapter:
-    """A chapter: its source, title, the parameters it fixes and the results it reads."""
+    """A chapter: its source, title, the parameters it fixes and the results files it
+    reads (glob patterns in its results folder, ``{chapter}`` and ``{profile}`` filled in;
+    they are inputs: a changed file makes the chapter stale)."""
 
     name: str
     source: str
     title: str
     fixed: dict = field(default_factory=dict)
     reads: tuple[str, ...] = ()
+
+    def read_patterns(self, profile: str) -> list[str]:
+        return [r.format(chapter=self.name, profile=profile) for r in self.reads]
 
     @property
     def path(self) -> Path:
@@ -46,13 +55,18 @@ class Chapter:
 #: every chapter of the book, in build order (a chapter comes after those it reads)
 CHAPTERS: dict[str, Chapter] = {c.name: c for c in (
     Chapter("mnist_eval", "mnist_eval.py", "Counterfactuals on MNIST: the C3LT table",
-            {"dataset": "mnist"}),
+            {"dataset": "mnist"}, reads=SWEEP_READS),
     Chapter("fashion_mnist_test", "mnist_eval.py",
-            "Counterfactuals on Fashion-MNIST: the C3LT table", {"dataset": "fmnist"}),
+            "Counterfactuals on Fashion-MNIST: the C3LT table", {"dataset": "fmnist"},
+            reads=SWEEP_READS),
     Chapter("cross_dataset", "cross_dataset.py", "How the methods rank on the two datasets",
-            reads=("mnist_eval", "fashion_mnist_test")),
+            reads=("mnist_eval.csv", "fashion_mnist_test.csv")),
     Chapter("mnist_bayesian", "mnist_bayesian.py",
             "Counterfactuals under Bayesian classifiers on MNIST"),
+    Chapter("fashion_mnist_quant", "fashion_mnist_quant.py",
+            "Recourse under quantization on Fashion-MNIST"),
+    Chapter("performance", "performance.py", "How fast the methods run, batched and alone",
+            reads=("performance.csv", "mnist_eval.csv", "fashion_mnist_test.csv")),
 )}
 
 
@@ -164,12 +178,19 @@ def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> Non
         for pr in value:
             check_pair(canonical_dataset(values.get("dataset", "mnist")), *parse_pair(pr))
     if name == "methods" and value is not None:
-        from cflib.explainers import get_method
-
         if not value:
             raise ValueError("methods must name at least one method, or be None")
-        for m in value:
-            get_method(m)
+        if chapter is not None and chapter.source == "fashion_mnist_quant.py":
+            from cflib.quant_benchmark import check_methods
+
+            check_methods(value)          # the compression recipes, not explainers
+        else:
+            from cflib.explainers import get_method
+
+            for m in value:
+                get_method(m)
+    if name == "target" and not 0 <= value <= 9:
+        raise ValueError(f"target must be a class in 0..9, got {value}")
     if name == "settings" and value is not None:
         from cflib.bayes_benchmark import SETTINGS
 

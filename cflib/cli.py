@@ -4,6 +4,7 @@
     cflib chapter NAME [--profile P] [--seed S] [--device D] [-p NAME VALUE ...]
     cflib book [--rerun]                execute stale chapters (or all), build the HTML
     cflib stale                         which chapters' inputs changed since they ran
+    cflib sweep NAME --seeds 0 1 2      chapters x training seeds on Dask, merged
     cflib readme [--results DIR]        regenerate the README's headline tables
 """
 from __future__ import annotations
@@ -29,6 +30,13 @@ def _listing() -> str:
 
 
 def main(argv=None) -> None:
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sweep"]:                 # its own options (cflib.sweep)
+        from cflib.sweep import main as sweep_main
+
+        return sweep_main(argv[1:])
     ap = argparse.ArgumentParser(prog="cflib", description=__doc__.split("\n\n")[0],
                                  epilog=_listing(), formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -45,6 +53,7 @@ def main(argv=None) -> None:
     bk.add_argument("--device", default="cpu")
     bk.add_argument("--seed", type=int, default=0)
     sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
+    sub.add_parser("sweep", help="chapters x training seeds on Dask (cflib sweep --help)")
     rd = sub.add_parser("readme", help="regenerate the README's headline tables")
     rd.add_argument("--results", default="results")
     rd.add_argument("--readme", default="README.md")

@@ -132,3 +132,29 @@ def shape_checks(means: pd.DataFrame, table: str, by: list[str] | None = None,
                          "direction": spec.arrow, "method": e.method, "value": v,
                          "other": other, "other value": w, "holds": bool(spec.better(v, w))})
     return pd.DataFrame(rows)
+
+
+def shape_checks_by_seed(per_seed: dict, table: str, by: list[str] | None = None,
+                         select=None) -> pd.DataFrame:
+    """:func:`shape_checks` in every training seed of a sweep: per expectation, in how
+    many seeds it holds and whether it holds in all of them.
+
+    ``per_seed``: ``{seed: results table}``; ``select`` picks the rows the checks read
+    (e.g. the pair means of a C3LT table).
+    """
+    frames = []
+    for seed, df in sorted(per_seed.items()):
+        d = select(df) if select else df
+        checks = shape_checks(d, table, by=by)
+        if len(checks):
+            frames.append(checks.assign(seed=seed))
+    if not frames:
+        return pd.DataFrame()
+    all_ = pd.concat(frames, ignore_index=True)
+    keys = (by or []) + ["expectation"]
+    out = all_.groupby(keys, sort=False).agg(
+        seeds=("seed", "count"), holds_in=("holds", "sum"),
+        value_min=("value", "min"), value_max=("value", "max"),
+        other_min=("other value", "min"), other_max=("other value", "max")).reset_index()
+    out["holds in every seed"] = out["holds_in"] == out["seeds"]
+    return out

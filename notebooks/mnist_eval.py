@@ -56,10 +56,12 @@ from cflib import chapters
 p = chapters.parameters("mnist_eval.py", globals())
 
 # %%
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from cflib import c3lt_benchmark, report, results, tuning, zoo
+from cflib import c3lt_benchmark, report, results, sweep, tuning, zoo
 from cflib.data import DATASET_TITLES, canonical_dataset
 from cflib.profiles import get_profile
 
@@ -94,6 +96,26 @@ display(Markdown(f"The C3LT classifier reaches **{run.classifier_accuracy:.2%}**
 table = report.comparison_table(run.results, "c3lt", dataset, metrics=metric_names,
                                  methods=run.methods)
 report.style(table)
+
+# %% [markdown]
+# ### Spread over training seeds
+#
+# The table above is one training seed.  When the chapter has been swept over several
+# seeds (`make sweep NB=<chapter> SEEDS=0,1,2`: every network retrained per seed, the
+# same queries), the mean and standard deviation of every cell over the seeds, beside
+# the paper's value, and each expected ordering checked in every seed.  A difference
+# between two methods smaller than these standard deviations is not one this book can
+# claim.
+
+# %%
+merged, per_seed = sweep.read_sweep(p.results_name, prof.name, root=Path(p.results_dir) / "sweep")
+if merged is None:
+    display(Markdown("No sweep over training seeds exists for this chapter and profile."))
+else:
+    display(report.style(report.spread_table(merged, "c3lt", dataset, metric_names,
+                                             run.methods)))
+    display(results.shape_checks_by_seed(per_seed, "c3lt",
+                                         select=lambda df: df[df["pair"] == "mean"]))
 
 # %% [markdown]
 # ### Per pair

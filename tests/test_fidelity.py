@@ -134,6 +134,11 @@ def test_separation_auc_and_tuning_rules():
         {"dataset": "fmnist", "candidate": "b", "metric": "AUC", "value": 0.85},
     ])
     assert best_im_autoencoder(ev) == "b"            # mean 0.9 beats 0.85
+    tie = pd.DataFrame([
+        {"dataset": "mnist", "candidate": c, "metric": k, "value": v}
+        for c, q in (("narrow", 2.0), ("wide", 8.0))
+        for k, v in (("AUC", 1.0), ("IM1_target_median", 0.5), ("IM1_query_median", q))])
+    assert best_im_autoencoder(tie) == "wide"        # saturated AUC: the widest range
     eg = pd.DataFrame([
         {"dataset": "mnist", "candidate": c, "metric": k, "value": v}
         for c, val, prox in (("a", 0.99, 0.2), ("b", 0.96, 0.1), ("c", 0.5, 0.01))

@@ -148,6 +148,9 @@ def test_update_readme_rewrites_only_the_headline_block(tmp_path):
         df = with_pair_means(rows({("4->9", "CEM", "IM1"): 1.5}))
         df = pd.concat([pd.DataFrame([acc]), df]).assign(dataset=dataset)
         df.to_csv(res / f"{name}.csv", index=False)
+    with pytest.raises(FileNotFoundError, match="fashion_mnist_quant.csv"):
+        report.update_readme(readme, res)
+    quant_rows(0.9, 0.1).to_csv(res / "fashion_mnist_quant.csv", index=False)
     report.update_readme(readme, res)
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("after\n") and "old" not in text
@@ -156,6 +159,36 @@ def test_update_readme_rewrites_only_the_headline_block(tmp_path):
     with pytest.raises(ValueError, match="headline"):
         report.update_readme(readme, res)
     assert readme.read_text() == "no markers"
+
+
+def quant_rows(acc, vd):
+    base = {"dataset": "fmnist", "pair": "any->0", "setting": "", "seed": 0, "profile": "smoke"}
+    vals = {("FP32", "Accuracy"): 0.91, ("FP32", "FP_Feasible"): 0.8,
+            ("PTQ INT8", "Accuracy"): acc, ("PTQ INT8", "VD"): vd, ("PTQ INT8", "VD_ci95"): 0.05,
+            ("PTQ INT8", "CRG"): 0.01, ("PTQ INT8", "CRG_ci95"): 0.02,
+            ("PTQ INT8", "DirSim"): 0.99, ("PTQ INT8", "DirSim_ci95"): 0.01,
+            ("PTQ INT8", "Overhead"): 1.0, ("PTQ INT8", "Bit_cost"): 8.0,
+            ("PTQ INT8", "Q_Feasible"): 0.8}
+    return pd.DataFrame([{**base, "method": m, "metric": k, "value": v}
+                         for (m, k), v in vals.items()])[COLUMNS]
+
+
+def test_quant_table_puts_the_listing_beside_ours():
+    from cflib.reference import reported_value
+
+    t = report.quant_table(quant_rows(0.9, 0.1))
+    assert list(t.index) == ["FP32", "PTQ INT8"]
+    assert t.loc["PTQ INT8", ("Accuracy %", "ours")] == pytest.approx(90.0)
+    assert t.loc["PTQ INT8", ("Accuracy %", "paper")] == pytest.approx(
+        100 * reported_value("quant", "fmnist", "PTQ INT8", "Accuracy"))
+    assert t.loc["PTQ INT8", ("Overhead ×", "paper")] == reported_value(
+        "quant", "fmnist", "PTQ INT8", "Overhead")
+    assert t.loc["PTQ INT8", ("VD", "±")] == pytest.approx(0.05)     # one seed: the CI
+    md = report.markdown_quant(t)
+    assert "| PTQ INT8 | 90 / " in md and "0.1 ± 0.05" in md
+    # all 14 figures of the listing reach the table
+    paper = load_reported("quant", "fmnist")
+    assert len(paper) == 14 and set(paper["metric"]) == {"Accuracy_pct", "Overhead_x"}
 
 
 def test_perturbation_table_means_over_repeats():

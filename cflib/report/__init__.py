@@ -7,14 +7,27 @@
 Paper values come from :mod:`cflib.reference`, never typed into a notebook.
 """
 from cflib.report.figures import (
+    plot_acc_vs_vd,
     plot_aupc_curves,
     plot_bayes_grid,
+    plot_bit_allocation,
     plot_cf_grid,
+    plot_fraction_of_bound,
     plot_perturbation_curves,
     plot_rank_heatmaps,
+    plot_recourse_distributions,
+    plot_recourse_grid,
     plot_seconds,
+    plot_time_vs_batch,
+    plot_vd_vs_bits,
 )
-from cflib.report.readme import headline, markdown_bayes, markdown_ours_paper, update_readme
+from cflib.report.readme import (
+    headline,
+    markdown_bayes,
+    markdown_ours_paper,
+    markdown_quant,
+    update_readme,
+)
 from cflib.report.tables import (
     bayes_table,
     comparison_table,
@@ -23,17 +36,25 @@ from cflib.report.tables import (
     pair_table,
     pair_title,
     pairs_table,
+    performance_table,
     perturbation_table,
     profile_table,
+    quant_checks_table,
+    quant_table,
     rank_methods,
     rank_summary,
     ranking_agreement,
+    spread_table,
     style,
+    timing_beside_papers,
     tuning_table,
 )
 
 __all__ = ["bayes_table", "comparison_table", "kendall_tau", "metrics_table", "pair_table",
            "pair_title", "pairs_table", "perturbation_table", "profile_table", "rank_methods", "rank_summary",
-           "ranking_agreement", "style", "tuning_table", "plot_aupc_curves", "plot_bayes_grid", "plot_cf_grid",
+           "ranking_agreement", "spread_table", "style", "tuning_table", "plot_aupc_curves", "plot_bayes_grid", "plot_cf_grid",
            "plot_perturbation_curves", "plot_rank_heatmaps", "plot_seconds", "headline",
-           "markdown_bayes", "markdown_ours_paper", "update_readme"]
+           "markdown_bayes", "markdown_ours_paper", "markdown_quant", "update_readme", "quant_table",
+           "quant_checks_table", "plot_acc_vs_vd", "plot_vd_vs_bits", "plot_recourse_grid",
+           "plot_bit_allocation", "plot_recourse_distributions", "performance_table",
+           "timing_beside_papers", "plot_time_vs_batch", "plot_fraction_of_bound"]

@@ -154,3 +154,185 @@ def plot_rank_heatmaps(ranks: dict):
         ax.set_ylabel("")
     fig.tight_layout()
     return fig
+
+
+# -- the quantization chapter ------------------------------------------------------------------
+def plot_acc_vs_vd(results: pd.DataFrame, dataset: str = "fmnist"):
+    """"Accuracy hides what VD shows": per compressed row, accuracy (ours beside the
+    paper's, FP32 as a line) and VD with its 95 % interval (or sd over seeds)."""
+    from cflib.report.tables import quant_table
+
+    t = quant_table(results, dataset)
+    rows = [m for m in t.index if m != "FP32"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 0.42 * len(rows) + 1.6), sharey=True)
+    y = np.arange(len(rows))
+    a1.barh(y - 0.2, t.loc[rows, ("Accuracy %", "ours")], 0.4, label="ours", color="tab:blue")
+    a1.barh(y + 0.2, t.loc[rows, ("Accuracy %", "paper")], 0.4, label="paper",
+            color="tab:gray")
+    if "FP32" in t.index:
+        a1.axvline(t.loc["FP32", ("Accuracy %", "ours")], color="k", ls="--", lw=1,
+                   label="our FP32")
+    lo = np.nanmin(t.loc[rows, [("Accuracy %", "ours"), ("Accuracy %", "paper")]].values)
+    a1.set_xlim(max(0, lo - 8), 100)
+    a1.set_xlabel("test accuracy (%)")
+    a1.legend(fontsize=7, loc="lower left")
+    a2.barh(y, t.loc[rows, ("VD", "ours")], xerr=t.loc[rows, ("VD", "±")], color="tab:red",
+            capsize=3)
+    a2.set_xlabel("VD: share of FP recourse the compressed model rejects")
+    a2.set_xlim(0, 1)
+    a1.set_yticks(y)
+    a1.set_yticklabels(rows)
+    a1.invert_yaxis()
+    fig.tight_layout()
+    return fig
+
+
+def plot_vd_vs_bits(sweep: pd.DataFrame, results: pd.DataFrame):
+    """The uniform-bit PTQ sweep: accuracy and VD against bits, the mixed-precision rows
+    as points at their average bits."""
+    s = sweep.groupby(["bits", "metric"])["value"].mean().unstack()
+    res = results[results["setting"] == ""]
+    mean = res.groupby(["method", "metric"])["value"].mean()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.4))
+    a1.plot(s.index, 100 * s["Accuracy"], marker="o", color="tab:blue", label="PTQ W=A=b")
+    a2.plot(s.index, s["VD"], marker="o", color="tab:red", label="PTQ W=A=b")
+    if ("FP32", "Accuracy") in mean:
+        a1.axhline(100 * mean[("FP32", "Accuracy")], color="k", ls="--", lw=1, label="FP32")
+    for m in ("MixedPrec-QAT", "CFQ-QAT", "KD+Quant", "Prune+Quant"):
+        if (m, "Bit_cost") in mean:
+            a1.scatter(mean[(m, "Bit_cost")], 100 * mean[(m, "Accuracy")], marker="s", label=m)
+            a2.scatter(mean[(m, "Bit_cost")], mean[(m, "VD")], marker="s", label=m)
+    for ax in (a1, a2):
+        ax.set_xlabel("bits (average bits for mixed precision)")
+        ax.set_xticks(sorted(set(s.index)))
+    a1.set_ylabel("test accuracy (%)")
+    a2.set_ylabel("VD")
+    a2.set_ylim(-0.02, 1.02)
+    a2.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_recourse_grid(run, seed: int | None = None, n: int = 6, methods=None):
+    """Rows: ``n`` FP-feasible queries (those with a VD event first); columns: the query,
+    the FP recourse, each compressed row's own recourse.  A red frame marks a row whose
+    model rejects the FP recourse (a VD event); each cell shows cos(delta_f, delta_q)."""
+    seed = run.seeds[0] if seed is None else seed
+    methods = [m for m in (methods or run.methods) if (seed, "", m) in run.recourse]
+    fp = run.recourse[(seed, "", "FP32")].cf
+    feasible = fp.success.nonzero().flatten().tolist()
+    events = {m: run.recourse[(seed, "", m)].vd_events for m in methods}
+    with_event = [i for i in feasible if any(bool(events[m][i] == 1) for m in methods)]
+    rows = (with_event + [i for i in feasible if i not in with_event])[:n]
+    if not rows:
+        raise ValueError("no FP-feasible query to show")
+    cols = 2 + len(methods)
+    fig, axes = plt.subplots(len(rows), cols, figsize=(1.15 * cols, 1.2 * len(rows) + 0.5),
+                             squeeze=False)
+    for r, i in enumerate(rows):
+        _img(axes[r, 0], fp.x[i])
+        _img(axes[r, 1], fp.x_cf[i])
+        for k, m in enumerate(methods):
+            rec = run.recourse[(seed, "", m)]
+            ax = axes[r, 2 + k]
+            _img(ax, rec.cf.x_cf[i])
+            if not bool(rec.cf.success[i]):
+                ax.set_facecolor("0.85")
+                _frame(ax, "0.5", 1.0)
+            if bool(rec.vd_events[i] == 1):
+                _frame(ax)
+            cos = float(rec.dirsim[i])
+            ax.set_xlabel("–" if np.isnan(cos) else f"cos {cos:.2f}", fontsize=6, labelpad=1)
+            if r == 0:
+                ax.set_title(m, fontsize=6)
+    axes[0, 0].set_title("query", fontsize=7)
+    axes[0, 1].set_title("FP recourse", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_bit_allocation(bits: pd.DataFrame):
+    """Methods x quantizers, each cell the final bits (mean over seeds): is "mixed" mixed?"""
+    import seaborn as sns
+
+    t = bits.pivot_table(index="method", columns="quantizer", values="bits", aggfunc="mean",
+                         sort=False)
+    order = [q for q in ("conv1.w", "conv2.w", "fc1.w", "fc2.w", "act1", "act2", "act3")
+             if q in t.columns]
+    t = t[order + [q for q in t.columns if q not in order]]
+    fig, ax = plt.subplots(figsize=(1.0 * t.shape[1] + 2.5, 0.45 * t.shape[0] + 1.2))
+    sns.heatmap(t, annot=True, fmt=".3g", cmap="viridis", vmin=2, vmax=8, cbar=False, ax=ax)
+    ax.set_xlabel("quantizer")
+    ax.set_ylabel("")
+    fig.tight_layout()
+    return fig
+
+
+def plot_recourse_distributions(run, methods=None):
+    """Per-query cost gap and direction cosine per compressed row (box plots), and f_q's
+    target margin at the FP recourse points (below 0: a VD event)."""
+    methods = list(methods or run.methods)
+
+    def pooled(m, attr):
+        vals = [getattr(run.recourse[(s, "", m)], attr) for s in run.seeds
+                if (s, "", m) in run.recourse]
+        v = np.concatenate([np.asarray(t, dtype=float) for t in vals]) if vals else np.array([])
+        return v[~np.isnan(v)]
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 0.4 * len(methods) + 2))
+    for ax, attr, label in ((axes[0], "cost_gap", "CRG per query: (c_q - c_f) / c_f"),
+                            (axes[1], "dirsim", "DirSim per query: cos(δ_f, δ_q)")):
+        data = [pooled(m, attr) for m in methods]
+        ax.boxplot(data, vert=False, showfliers=False)
+        ax.set_yticks(range(1, len(methods) + 1))
+        ax.set_yticklabels(methods if ax is axes[0] else [])
+        ax.invert_yaxis()
+        ax.set_xlabel(label, fontsize=8)
+    axes[0].axvline(0, color="k", lw=0.8)
+    for m in methods:
+        axes[2].hist(pooled(m, "margin"), bins=30, histtype="step", label=m)
+    axes[2].axvline(0, color="k", lw=0.8)
+    axes[2].set_xlabel("f_q's target margin at the FP recourse", fontsize=8)
+    axes[2].legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+# -- the performance page ---------------------------------------------------------------------
+def plot_time_vs_batch(perf: pd.DataFrame):
+    """Seconds per counterfactual against batch size (log-log), one line per method; the
+    one-at-a-time time is drawn at batch size 1."""
+    fig, ax = plt.subplots(figsize=(8, 4.6))
+    for method, d in perf.groupby("method", sort=False):
+        if not d["flops_per_cf"].gt(0).any():
+            continue                       # reference rows: no model work to time
+        d = d.sort_values("batch_size")
+        ax.plot(d["batch_size"], d["seconds_per_cf"], marker="o", ms=3, label=method)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size (1: one image at a time)")
+    ax.set_ylabel("seconds per counterfactual")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fraction_of_bound(perf: pd.DataFrame):
+    """The fraction of the classifier's large-batch forward+backward FLOP rate each
+    method reaches, one image at a time and at its best batch size."""
+    from cflib.report.tables import performance_table
+
+    t = performance_table(perf)
+    t = t[t["GFLOP/CF"] > 0]
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(t) + 1.4))
+    y = np.arange(len(t))
+    ax.barh(y - 0.2, t["fraction of bound alone"], 0.4, label="one at a time", color="tab:gray")
+    ax.barh(y + 0.2, t["fraction of bound batched"], 0.4, label="best batch", color="tab:blue")
+    ax.axvline(1.0, color="k", lw=0.8, ls="--")
+    ax.set_yticks(y)
+    ax.set_yticklabels(t.index)
+    ax.invert_yaxis()
+    ax.set_xlabel("achieved FLOP/s ÷ the classifier's large-batch forward+backward FLOP/s")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

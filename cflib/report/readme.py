@@ -51,14 +51,37 @@ def markdown_bayes(table: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join(lines)
 
 
-def _c3lt_block(df: pd.DataFrame, dataset: str) -> str:
-    from cflib.c3lt_benchmark import C3LT_METRICS
+def markdown_spread(table: pd.DataFrame, digits: int = 3) -> str:
+    """A ``spread_table`` as markdown: ``mean ± sd / paper`` cells."""
+    metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
+    lines = ["| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
+    for method, row in table.iterrows():
+        cells = [f"{_fmt(row[(m, 'mean')], digits)} ± {_fmt(row[(m, '± sd')], 2)} / "
+                 f"{_fmt(row[(m, 'paper')], digits)}" for m in metrics]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
-    acc = df.loc[df["method"] == "Classifier", "value"].item()
+
+def _c3lt_block(df: pd.DataFrame, dataset: str, name: str, results_dir) -> str:
+    from cflib.c3lt_benchmark import C3LT_METRICS
+    from cflib.report.tables import spread_table
+    from cflib.sweep import read_sweep
+
+    metrics = [s.name for s in C3LT_METRICS]
     methods = list(dict.fromkeys(df.loc[df["method"] != "Classifier", "method"]))
-    t = comparison_table(df, "c3lt", dataset, metrics=[s.name for s in C3LT_METRICS],
-                         methods=methods)
-    return (f"**{DATASET_TITLES[dataset]}**, profile `{df['profile'].iloc[0]}`, seed "
+    profile = df["profile"].iloc[0]
+    merged, _ = read_sweep(name, profile, root=Path(results_dir) / "sweep")
+    if merged is not None:
+        acc = merged[merged["method"] == "Classifier"]
+        n = int(merged["n"].max())
+        return (f"**{DATASET_TITLES[dataset]}**, profile `{profile}`, {n} training seeds "
+                f"({merged['seeds'].iloc[0].replace(' ', ', ')}; classifier test accuracy "
+                f"{acc['mean'].item():.4f} ± {acc['sd'].item():.4f}); mean over the three "
+                f"pairs, mean ± sd over seeds / paper:\n\n"
+                + markdown_spread(spread_table(merged, "c3lt", dataset, metrics, methods)))
+    acc = df.loc[df["method"] == "Classifier", "value"].item()
+    t = comparison_table(df, "c3lt", dataset, metrics=metrics, methods=methods)
+    return (f"**{DATASET_TITLES[dataset]}**, profile `{profile}`, seed "
             f"{df['seed'].iloc[0]} (classifier test accuracy {acc:.4f}); mean over the "
             f"three pairs, ours / paper:\n\n" + markdown_ours_paper(t))
 
@@ -74,11 +97,43 @@ def _bayes_blocks(df: pd.DataFrame) -> list[str]:
     return out
 
 
-#: results file -> how its headline block is made
+def markdown_quant(table: pd.DataFrame, digits: int = 3) -> str:
+    """A ``quant_table`` as markdown: accuracy and overhead ``ours / paper``, VD, CRG and
+    DirSim ``ours ± spread``."""
+    lines = ["| method | Accuracy % | Overhead × | VD | CRG | DirSim | avg bits |",
+             "|---|---|---|---|---|---|---|"]
+    for method, row in table.iterrows():
+        cells = [f"{_fmt(row[('Accuracy %', 'ours')], digits)} / "
+                 f"{_fmt(row[('Accuracy %', 'paper')], digits)}",
+                 f"{_fmt(row[('Overhead ×', 'ours')], digits)} / "
+                 f"{_fmt(row[('Overhead ×', 'paper')], digits)}"]
+        for k in ("VD", "CRG", "DirSim"):
+            v = row[(k, "ours")]
+            cells.append("–" if pd.isna(v) else f"{_fmt(v, digits)} ± {_fmt(row[(k, '±')], 2)}")
+        cells.append(_fmt(row[("bits", "avg")], digits))
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _quant_block(df: pd.DataFrame) -> list[str]:
+    from cflib.report.tables import quant_table
+
+    seeds = df["seed"].nunique()
+    spread = "the 95 % bootstrap half-width" if seeds == 1 else f"the sd over {seeds} seeds"
+    fp = df[(df["method"] == "FP32") & (df["setting"] == "")].groupby("metric")["value"].mean()
+    return [f"**Fashion-MNIST, recourse under quantization**, profile `{df['profile'].iloc[0]}` "
+            f"(FP32 test accuracy {fp['Accuracy']:.4f}, FP recourse feasible for "
+            f"{fp['FP_Feasible']:.3f} of the queries); accuracy and overhead ours / paper, VD, "
+            f"CRG and DirSim ours ± {spread} (the paper's are not public):\n\n"
+            + markdown_quant(quant_table(df))]
+
+
+#: results file -> how its headline block is made (from the file and the results folder)
 BLOCKS = {
-    "mnist_eval": lambda df: [_c3lt_block(df, "mnist")],
-    "fashion_mnist_test": lambda df: [_c3lt_block(df, "fmnist")],
-    "mnist_bayesian": _bayes_blocks,
+    "mnist_eval": lambda df, d: [_c3lt_block(df, "mnist", "mnist_eval", d)],
+    "fashion_mnist_test": lambda df, d: [_c3lt_block(df, "fmnist", "fashion_mnist_test", d)],
+    "mnist_bayesian": lambda df, d: _bayes_blocks(df),
+    "fashion_mnist_quant": lambda df, d: _quant_block(df),
 }
 
 
@@ -95,7 +150,7 @@ def headline(results_dir="results") -> str:
                                 "that holds them)")
     out = []
     for name, block in BLOCKS.items():
-        out += block(read_results(Path(results_dir) / f"{name}.csv"))
+        out += block(read_results(Path(results_dir) / f"{name}.csv"), results_dir)
     return "\n\n".join(out)
 
 

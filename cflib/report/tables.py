@@ -202,3 +202,102 @@ def perturbation_table(curves: pd.DataFrame) -> pd.DataFrame:
     """Mean validity over repeats per (setting, method) and weight-noise scale."""
     return curves.pivot_table(index=["setting", "method"], columns="scale", values="validity",
                               aggfunc="mean", sort=False)
+
+
+# -- the quantization chapter ---------------------------------------------------------------
+def quant_table(results: pd.DataFrame, dataset: str = "fmnist") -> pd.DataFrame:
+    """The quantization table: rows FP32 then the listing's order; Accuracy (%) and
+    Overhead (x) ours beside the paper's, VD, CRG and DirSim with their spread (the
+    sd over seeds, or the 95 % bootstrap half-width for one seed), average bits and
+    feasibility.  The paper's VD, CRG and DirSim are not public."""
+    from cflib.quant_benchmark import QUANT_ROWS
+
+    res = results[results["setting"] == ""]
+    g = res.groupby(["method", "metric"])["value"]
+    mean, sd, n = g.mean(), g.std(), g.count()
+    paper = reported_on_our_scale("quant", dataset).set_index(["method", "metric"])["value"]
+
+    def get(series, m, k):
+        return float(series.get((m, k), np.nan))
+
+    rows = {}
+    for m in [r for r in QUANT_ROWS if (r, "Accuracy") in mean.index]:
+        row = {("Accuracy %", "ours"): 100 * get(mean, m, "Accuracy"),
+               ("Accuracy %", "paper"): 100 * get(paper, m, "Accuracy"),
+               ("Overhead ×", "ours"): get(mean, m, "Overhead"),
+               ("Overhead ×", "paper"): get(paper, m, "Overhead")}
+        for k in ("VD", "CRG", "DirSim"):
+            spread = (get(sd, m, k) if get(n, m, k) > 1 else get(mean, m, f"{k}_ci95"))
+            row[(k, "ours")] = get(mean, m, k)
+            row[(k, "±")] = spread
+        row[("bits", "avg")] = get(mean, m, "Bit_cost")
+        row[("feasible", "FP")] = get(mean, "FP32", "FP_Feasible")
+        row[("feasible", "quantized")] = get(mean, m, "Q_Feasible")
+        rows[m] = row
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    out.index.name = "method"
+    return out
+
+
+def quant_checks_table(checks: pd.DataFrame) -> pd.DataFrame:
+    """The protocol check table: each check beside the table's own value (mean over seeds)."""
+    if checks.empty:
+        return checks
+    return (checks.groupby(["check", "method", "metric"], sort=False)[["ours", "check value"]]
+            .mean())
+
+
+def spread_table(merged: pd.DataFrame, table: str, dataset: str, metrics, methods=None,
+                 pair: str = "mean") -> pd.DataFrame:
+    """Mean ± sd over training seeds (a sweep's ``merged.csv``) beside the paper's value,
+    on the paper's scale: columns (metric, mean / ± sd / paper), and the seeds counted."""
+    d = merged[(merged["pair"] == pair) & (merged["method"] != "Classifier")]
+    mean = d.set_index(["method", "metric"])["mean"]
+    sd = d.set_index(["method", "metric"])["sd"]
+    paper = reported_on_our_scale(table, dataset).set_index(["method", "metric"])["value"]
+    methods = list(methods or dict.fromkeys(d["method"]))
+    cols = {}
+    for m in metrics:
+        f, title = _scale(m), _title(m)
+        cols[(title, "mean")] = [float(mean.get((k, m), np.nan)) * f for k in methods]
+        cols[(title, "± sd")] = [float(sd.get((k, m), np.nan)) * f for k in methods]
+        cols[(title, "paper")] = [float(paper.get((k, m), np.nan)) * f for k in methods]
+    out = pd.DataFrame(cols, index=methods)
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    out.index.name = f"method (n = {int(d['n'].max())} seeds)" if len(d) else "method"
+    return out
+
+
+# -- the performance page ---------------------------------------------------------------------
+def performance_table(perf: pd.DataFrame) -> pd.DataFrame:
+    """Per method: seconds per counterfactual alone and at the best batch size, the
+    speed-up, FLOPs per counterfactual and the fraction of the hardware bound reached."""
+    rows = {}
+    for method, d in perf.groupby("method", sort=False):
+        alone = d[d["mode"] == "one at a time"].iloc[0]
+        batched = d[d["mode"] == "batched"]
+        best = batched.loc[batched["seconds_per_cf"].idxmin()]
+        rows[method] = {
+            "iterative": bool(alone["iterative"]),
+            "s/CF alone": alone["seconds_per_cf"], "s/CF batched": best["seconds_per_cf"],
+            "best batch": int(best["batch_size"]), "speed-up ×": best["speedup"],
+            "GFLOP/CF": best["flops_per_cf"] / 1e9,
+            "fraction of bound alone": alone["fraction_of_bound"],
+            "fraction of bound batched": best["fraction_of_bound"],
+        }
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
+
+
+def timing_beside_papers(results: dict, dataset_results: str = "mnist") -> pd.DataFrame:
+    """Seconds per counterfactual of the C3LT table's methods in our chapters (mean over
+    pairs, this machine) beside the timings the papers report."""
+    paper = reported_on_our_scale("c3lt", dataset_results)
+    paper = paper[paper["metric"] == "Seconds_per_CF"].set_index("method")["value"]
+    cols = {}
+    for name, df in results.items():
+        d = df[(df["pair"] == "mean") & (df["metric"] == "Seconds_per_CF")]
+        cols[f"{name} (ours)"] = d.set_index("method")["value"]
+    out = pd.DataFrame(cols)
+    out["paper"] = paper.reindex(out.index)
+    return out.rename_axis("method")

@@ -1,0 +1,230 @@
+"""Chapters x training seeds on Dask: one task per (chapter, seed), results merged.
+
+    make sweep SEEDS=0,1,2 NB=mnist_eval [PROFILE=standard]
+    cflib sweep mnist_eval --seeds 0 1 2 [--profile standard] [--workers 2]
+
+Each task is one chapter run (papermill, :func:`cflib.build_chapter.build`) at one
+seed, executed by a ``dask.distributed`` worker in a folder of its own; it returns the
+chapter's results tables, which the client writes to
+``results/sweep/<chapter>/<profile>/seed<seed>/``.  A merge step then builds, for every
+cell of the chapter's table, the mean, the standard deviation and the number of seeds
+(``merged.csv`` beside them), which the chapters and the README show when it exists.
+
+The cluster is a ``LocalCluster`` sized to this machine (one single-threaded worker
+per core) unless ``CFLIB_SCHEDULER`` (or ``scheduler=``) names a running scheduler,
+e.g. one started by dask-jobqueue on SLURM::
+
+    from dask_jobqueue import SLURMCluster
+    cluster = SLURMCluster(cores=4, memory="16GB", walltime="04:00:00",
+                           job_script_prologue=["export CFLIB_CACHE=/shared/cflib-cache",
+                                                "export CFLIB_DATA=/shared/data"])
+    cluster.scale(jobs=3)            # then CFLIB_SCHEDULER=<cluster.scheduler_address>
+
+Workers need cflib installed, the data root (``CFLIB_DATA``) and, to share trained
+networks between tasks and runs, one cache folder (``CFLIB_CACHE``) on a file system
+they all see.  A worker that dies has its task rescheduled on another (Dask's
+``allowed-failures``); a task that raises is retried ``retries`` times, then reported
+with its chapter, seed and error while every other task's results are kept.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from cflib.chapters import check, get_chapter
+from cflib.data import PROJECT_ROOT
+from cflib.results import write_table
+
+log = logging.getLogger("cflib")
+SCHEDULER_ENV = "CFLIB_SCHEDULER"
+SWEEP_DIR = PROJECT_ROOT / "results" / "sweep"
+#: the columns that identify a cell of a chapter's results table
+CELL = ["dataset", "pair", "method", "setting", "metric"]
+
+
+def sweep_dir(chapter: str, profile: str = "standard", root=SWEEP_DIR) -> Path:
+    return Path(root) / chapter / profile
+
+
+def run_chapter_task(chapter: str, seed: int, profile: str, device: str, extra: dict) -> dict:
+    """One task: the chapter at one seed, in a folder of its own; returns its tables
+    (``{file name: DataFrame}``) and its wall time.  Runs on a worker."""
+    from cflib.build_chapter import build
+
+    work = Path(tempfile.mkdtemp(prefix=f"sweep-{chapter}-seed{seed}-"))
+    t0 = time.perf_counter()
+    try:
+        build(chapter, profile, device, seed, extra, out_dir=work, results_dir=work)
+        tables = {p.name: pd.read_csv(p, keep_default_na=False) for p in work.glob("*.csv")}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"chapter": chapter, "seed": seed, "seconds": time.perf_counter() - t0,
+            "tables": tables, "worker_pid": os.getpid()}
+
+
+def merge_seeds(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Mean, standard deviation (ddof 1) and number of seeds of every cell of a
+    chapter's results table over its per-seed results (``repeat`` rows are averaged
+    within each seed first)."""
+    df = pd.concat(frames, ignore_index=True)
+    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    keys = [c for c in CELL if c in df.columns]
+    per_seed = df.groupby(keys + ["seed"], sort=False, dropna=False)["value"].mean().reset_index()
+    out = per_seed.groupby(keys, sort=False, dropna=False).agg(
+        mean=("value", "mean"), sd=("value", "std"), n=("value", "count"),
+        seeds=("seed", lambda s: " ".join(map(str, sorted(s))))).reset_index()
+    out["profile"] = df["profile"].iloc[0]
+    return out
+
+
+def read_sweep(chapter: str, profile: str = "standard", root=SWEEP_DIR):
+    """``(merged, per-seed results)`` of a chapter's sweep, or ``(None, {})`` when it has
+    none."""
+    d = sweep_dir(chapter, profile, root)
+    merged = d / "merged.csv"
+    if not merged.exists():
+        return None, {}
+    per_seed = {}
+    for s in sorted(d.glob("seed*/")):
+        f = s / f"{chapter}.csv"
+        if f.exists():
+            per_seed[int(s.name[4:])] = pd.read_csv(f, keep_default_na=False)
+    return pd.read_csv(merged, keep_default_na=False), per_seed
+
+
+@dataclass
+class SweepResult:
+    """What :func:`run_sweep` did: the merged tables per chapter, the failed tasks, the
+    wall time of the sweep and the sum of its tasks' times (their ratio is the speed-up)."""
+
+    merged: dict = field(default_factory=dict)
+    failures: list = field(default_factory=list)
+    wall_seconds: float = 0.0
+    task_seconds: dict = field(default_factory=dict)
+    workers: int = 0
+
+    @property
+    def speedup(self) -> float:
+        return sum(self.task_seconds.values()) / max(self.wall_seconds, 1e-9)
+
+
+def _client(scheduler: str | None, n_workers: int | None):
+    from distributed import Client, LocalCluster
+
+    address = scheduler or os.environ.get(SCHEDULER_ENV)
+    if address:
+        return Client(address), None
+    n = n_workers or os.cpu_count() or 1
+    # one single-threaded worker per core: torch in each kernel on one thread too
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                           dashboard_address=None,
+                           env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    return Client(cluster), cluster
+
+
+def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
+              extra: dict | None = None, scheduler: str | None = None,
+              n_workers: int | None = None, retries: int = 2, root=SWEEP_DIR,
+              client=None, task=run_chapter_task) -> SweepResult:
+    """Run every (chapter, seed) as a Dask task and merge each chapter's seeds.
+
+    Arguments are checked before anything is submitted.  ``client``: an existing
+    ``distributed.Client`` (else one is made: ``scheduler`` / ``CFLIB_SCHEDULER``, or a
+    ``LocalCluster`` of ``n_workers`` single-threaded workers).  ``task(chapter, seed,
+    profile, device, extra)`` is what a worker runs (default: the chapter through
+    papermill); it returns a dict with ``tables`` and ``seconds``.
+    """
+    from distributed import as_completed
+
+    chapters = [chapters] if isinstance(chapters, str) else list(chapters)
+    seeds = [int(s) for s in seeds]
+    if not chapters or not seeds:
+        raise ValueError("a sweep needs at least one chapter and one seed")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds repeat: {seeds}")
+    for ch in chapters:
+        get_chapter(ch)
+        for s in seeds:
+            check(ch, {"profile": profile, "device": device, "seed": s, **(extra or {})})
+    own = client is None
+    cluster = None
+    if own:
+        client, cluster = _client(scheduler, n_workers)
+    t0 = time.perf_counter()
+    result = SweepResult(workers=len(client.scheduler_info()["workers"]))
+    try:
+        futures = {}
+        for ch in chapters:
+            for s in seeds:
+                f = client.submit(task, ch, s, profile, device, dict(extra or {}),
+                                  retries=retries, pure=False, key=f"{ch}-{profile}-seed{s}")
+                futures[f] = (ch, s)
+        for fut in as_completed(list(futures)):
+            ch, s = futures[fut]
+            try:
+                out = fut.result()
+            except Exception as err:  # reported, never lost silently; the rest is kept
+                msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                result.failures.append({"chapter": ch, "seed": s, "error": msg})
+                log.warning("sweep: %s seed %d failed: %s", ch, s, msg)
+                continue
+            d = sweep_dir(ch, profile, root) / f"seed{s}"
+            for name, df in out["tables"].items():
+                write_table(df, d / name)
+            result.task_seconds[(ch, s)] = out["seconds"]
+            log.info("sweep: %s seed %d done in %.0f s", ch, s, out["seconds"])
+    finally:
+        result.wall_seconds = time.perf_counter() - t0
+        if own:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+    for ch in chapters:
+        d = sweep_dir(ch, profile, root)
+        frames = [pd.read_csv(f, keep_default_na=False) for f in sorted(d.glob(f"seed*/{ch}.csv"))]
+        if frames:
+            merged = merge_seeds(frames)
+            write_table(merged, d / "merged.csv")
+            result.merged[ch] = merged
+    return result
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    from cflib.build_chapter import parse_extra
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("chapters", nargs="+")
+    ap.add_argument("--seeds", nargs="+", type=int, required=True)
+    ap.add_argument("--profile", default="standard")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--scheduler", default=None, help=f"a scheduler address (or ${SCHEDULER_ENV})")
+    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    res = run_sweep(args.chapters, args.seeds, args.profile, args.device, parse_extra(args.p),
+                    args.scheduler, args.workers)
+    total = sum(res.task_seconds.values())
+    print(f"sweep: {len(res.task_seconds)} tasks on {res.workers} workers in "
+          f"{res.wall_seconds:.0f} s wall time; the tasks took {total:.0f} s in all "
+          f"(speed-up {res.speedup:.2f}x)")
+    for f in res.failures:
+        print(f"FAILED: {f['chapter']} seed {f['seed']}: {f['error']}")
+    for ch, m in res.merged.items():
+        print(f"{ch}: merged {int(m['n'].max())} seed(s) -> "
+              f"{sweep_dir(ch, args.profile).relative_to(PROJECT_ROOT)}/merged.csv")
+    if res.failures:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
