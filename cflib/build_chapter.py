@@ -292,9 +292,11 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: in
     tmp_results.mkdir()
     copied = set()                          # what the chapter reads, copied into its folder
     for pattern in ch.read_patterns(params["profile"]):
-        # from the run's own results; what no chapter of the run made (the benchmark's
-        # performance.csv) from the book's committed results
-        src_dir = res_dir if any(res_dir.glob(pattern)) else RESULTS_DIR
+        # from the run's own results; what no chapter makes (the benchmark's
+        # performance.csv) from the book's results when the run's folder lacks it
+        src_dir = res_dir
+        if pattern in ch.external and not any(res_dir.glob(pattern)):
+            src_dir = RESULTS_DIR
         for f in src_dir.glob(pattern):
             rel = f.relative_to(src_dir)
             (tmp_results / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -307,8 +309,13 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: in
     src, executed = work / f"{ch.name}.ipynb", work / f"{ch.name}.out.ipynb"
     nbformat.write(nb, src)
     run_params = {**params, "results_dir": _rel(tmp_results)}
-    env_before = {k: os.environ.get(k) for k in ("CFLIB_LOG", "CFLIB_PROGRESS")}
-    os.environ.update({"CFLIB_LOG": "INFO", "CFLIB_PROGRESS": "0"})
+    # CPU training depends on the thread count: the kernel gets CFLIB_THREADS (default 1,
+    # the book's runs) so that a re-run reproduces the committed numbers
+    threads = os.environ.get("CFLIB_THREADS", "1")
+    env = {"CFLIB_LOG": "INFO", "CFLIB_PROGRESS": "0", "OMP_NUM_THREADS": threads,
+           "MKL_NUM_THREADS": threads}
+    env_before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     t0 = time.perf_counter()
     print(f"[{ch.name}] executing at profile {params['profile']}, seed {params['seed']} "
           f"(kernel output follows)", flush=True)
@@ -335,14 +342,16 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: in
     when = datetime.date.today().isoformat()
     provenance = (f"*This page was executed on {when} from commit `{_commit()}` of the "
                   f"project, profile `{params['profile']}`, seed {params['seed']}, device "
-                  f"`{params['device']}`, in {seconds / 60:.1f} minutes.*")
+                  f"`{params['device']}` ({threads} CPU thread(s)), in "
+                  f"{seconds / 60:.1f} minutes.*")
     reported = _clean(out_nb, ch, params, provenance)
     inputs = input_digests(ch, {k: v for k, v in params.items()},
                            [PROJECT_ROOT / m if not Path(m).is_absolute() else m
                             for m in reported.get("modules", [])], reported.get("data", []),
                            res_dir)
     out_nb.metadata["cflib"] = {"chapter": ch.name, "commit": _commit(), "date": when,
-                                "seconds": round(seconds), "params": params, "inputs": inputs}
+                                "seconds": round(seconds), "threads": int(threads),
+                                "params": params, "inputs": inputs}
     # success: move results, then the notebook, each atomically
     for f in sorted(tmp_results.glob("*.csv")):
         if f.relative_to(tmp_results) not in copied:
@@ -410,8 +419,9 @@ def build_book(profile: str = "standard", device: str = "cpu", seed: int = 0,
             shutil.copy2(PROJECT_ROOT / f, root / f)
         shutil.copytree(PROJECT_ROOT / "book", root / "book", dirs_exist_ok=True,
                         ignore=shutil.ignore_patterns("chapters"))
-        if (PROJECT_ROOT / "_static").exists():
-            shutil.copytree(PROJECT_ROOT / "_static", root / "_static")
+        for folder in ("_static", "_ext"):
+            if (PROJECT_ROOT / folder).exists():
+                shutil.copytree(PROJECT_ROOT / folder, root / folder)
         (root / "book" / "chapters").mkdir()
         for name, nb in notebooks.items():
             shutil.copy2(nb, root / "book" / "chapters" / f"{name}.ipynb")

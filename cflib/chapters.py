@@ -29,7 +29,7 @@ NOTEBOOKS = PROJECT_ROOT / "notebooks"
 
 
 #: the sweep results over training seeds a C3LT chapter shows when they exist
-SWEEP_READS = ("sweep/{chapter}/{profile}/merged.csv", "sweep/{chapter}/{profile}/seed*/{chapter}.csv")
+SWEEP_READS = ("sweep/{chapter}/{profile}/seed*/{chapter}.csv",)
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,13 @@ class Chapter:
     title: str
     fixed: dict = field(default_factory=dict)
     reads: tuple[str, ...] = ()
+    #: files no chapter makes (the throughput benchmark's), read from the book's results
+    #: when a run's own folder lacks them
+    external: tuple[str, ...] = ()
 
     def read_patterns(self, profile: str) -> list[str]:
-        return [r.format(chapter=self.name, profile=profile) for r in self.reads]
+        return [r.format(chapter=self.name, profile=profile)
+                for r in self.reads + self.external]
 
     @property
     def path(self) -> Path:
@@ -66,7 +70,7 @@ CHAPTERS: dict[str, Chapter] = {c.name: c for c in (
     Chapter("fashion_mnist_quant", "fashion_mnist_quant.py",
             "Recourse under quantization on Fashion-MNIST"),
     Chapter("performance", "performance.py", "How fast the methods run, batched and alone",
-            reads=("performance.csv", "mnist_eval.csv", "fashion_mnist_test.csv")),
+            reads=("mnist_eval.csv", "fashion_mnist_test.csv"), external=("performance.csv",)),
 )}
 
 

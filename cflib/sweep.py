@@ -84,19 +84,25 @@ def merge_seeds(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return out
 
 
-def read_sweep(chapter: str, profile: str = "standard", root=SWEEP_DIR):
-    """``(merged, per-seed results)`` of a chapter's sweep, or ``(None, {})`` when it has
-    none."""
+def read_sweep(chapter: str, profile: str = "standard", root=SWEEP_DIR, own=None):
+    """``(merged, per-seed results)`` of a chapter over its training seeds, or
+    ``(None, {})`` when it was never swept.
+
+    The seeds are the sweep's (``root/<chapter>/<profile>/seed*/``) and, when given,
+    ``own``: the results table of the book's own run (its seed replaces a swept one),
+    so that the book's run and a sweep of the other seeds make one table.
+    """
     d = sweep_dir(chapter, profile, root)
-    merged = d / "merged.csv"
-    if not merged.exists():
-        return None, {}
     per_seed = {}
     for s in sorted(d.glob("seed*/")):
         f = s / f"{chapter}.csv"
         if f.exists():
             per_seed[int(s.name[4:])] = pd.read_csv(f, keep_default_na=False)
-    return pd.read_csv(merged, keep_default_na=False), per_seed
+    if not per_seed:
+        return None, {}
+    if own is not None and len(own):
+        per_seed[int(own["seed"].iloc[0])] = own
+    return merge_seeds(list(per_seed.values())), dict(sorted(per_seed.items()))
 
 
 @dataclass
@@ -187,13 +193,26 @@ def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
             if cluster is not None:
                 cluster.close()
     for ch in chapters:
-        d = sweep_dir(ch, profile, root)
-        frames = [pd.read_csv(f, keep_default_na=False) for f in sorted(d.glob(f"seed*/{ch}.csv"))]
-        if frames:
-            merged = merge_seeds(frames)
-            write_table(merged, d / "merged.csv")
+        merged = merge_chapter(ch, profile, root)
+        if merged is not None:
             result.merged[ch] = merged
     return result
+
+
+def merge_chapter(chapter: str, profile: str = "standard", root=SWEEP_DIR,
+                  results_dir=None) -> pd.DataFrame | None:
+    """Write ``merged.csv`` of a chapter's seeds: the swept ones and, for the book's
+    profile, the book's own results file (``results/<chapter>.csv``)."""
+    from cflib.build_chapter import BOOK_RUN
+
+    own = None
+    book = Path(results_dir or Path(root).parent) / f"{chapter}.csv"
+    if profile == BOOK_RUN["profile"] and book.exists():
+        own = pd.read_csv(book, keep_default_na=False)
+    merged, _ = read_sweep(chapter, profile, root, own=own)
+    if merged is not None:
+        write_table(merged, sweep_dir(chapter, profile, root) / "merged.csv")
+    return merged
 
 
 def main(argv=None) -> None:

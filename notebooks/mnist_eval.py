@@ -100,15 +100,16 @@ report.style(table)
 # %% [markdown]
 # ### Spread over training seeds
 #
-# The table above is one training seed.  When the chapter has been swept over several
-# seeds (`make sweep NB=<chapter> SEEDS=0,1,2`: every network retrained per seed, the
-# same queries), the mean and standard deviation of every cell over the seeds, beside
-# the paper's value, and each expected ordering checked in every seed.  A difference
+# The table above is one training seed.  When the chapter has been swept over other
+# seeds (`make sweep NB=<chapter> SEEDS=1,2`: every network retrained per seed), this
+# run and the swept seeds give the mean and standard deviation of every cell over the
+# seeds, beside the paper's value, and each expected ordering is checked in every seed.  A difference
 # between two methods smaller than these standard deviations is not one this book can
 # claim.
 
 # %%
-merged, per_seed = sweep.read_sweep(p.results_name, prof.name, root=Path(p.results_dir) / "sweep")
+merged, per_seed = sweep.read_sweep(p.results_name, prof.name, root=Path(p.results_dir) / "sweep",
+                                    own=run.results)
 if merged is None:
     display(Markdown("No sweep over training seeds exists for this chapter and profile."))
 else:

@@ -70,7 +70,7 @@ def _c3lt_block(df: pd.DataFrame, dataset: str, name: str, results_dir) -> str:
     metrics = [s.name for s in C3LT_METRICS]
     methods = list(dict.fromkeys(df.loc[df["method"] != "Classifier", "method"]))
     profile = df["profile"].iloc[0]
-    merged, _ = read_sweep(name, profile, root=Path(results_dir) / "sweep")
+    merged, _ = read_sweep(name, profile, root=Path(results_dir) / "sweep", own=df)
     if merged is not None:
         acc = merged[merged["method"] == "Classifier"]
         n = int(merged["n"].max())

@@ -87,10 +87,12 @@ def pairs_table(dataset: str, pairs) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("pair")
 
 
-def metrics_table(specs) -> pd.DataFrame:
-    """What each metric of a table means and which way is better, from its specs."""
-    return pd.DataFrame([{"metric": s.title, "meaning": s.description, "better": s.arrow}
-                         for s in specs]).set_index("metric")
+def metrics_table(specs):
+    """What each metric of a table means and which way is better, from its specs (a
+    Styler: the descriptions are shown whole, left-aligned)."""
+    df = pd.DataFrame([{"metric": s.title, "meaning": s.description, "better": s.arrow}
+                       for s in specs]).set_index("metric")
+    return df.style.set_properties(subset=["meaning"], **{"text-align": "left"})
 
 
 def kendall_tau(a, b) -> float:
