@@ -85,10 +85,10 @@ PROFILES: dict[str, Profile] = {
         quant_teacher_k10=False,
     ),
     "standard": Profile(
-        name="standard", n_images=200, train_subset=None, clf_epochs=4, feat_epochs=1,
-        ae_class_epochs=30, ae_all_epochs=20, ae_subset=None, ae_patience=3, adv_steps=100,
+        name="standard", n_images=100, train_subset=None, clf_epochs=4, feat_epochs=1,
+        ae_class_epochs=30, ae_all_epochs=5, ae_subset=None, ae_patience=3, adv_steps=100,
         cem_max_iterations=250, cem_c_steps=3, cve_n_distractors=5, expgan_epochs=6,
-        dcgan_epochs=2, dcgan_subset=None, encoder_epochs=2, c3lt_epochs=10,
+        dcgan_epochs=1, dcgan_subset=None, encoder_epochs=1, c3lt_epochs=10,
         c3lt_subset=1000, aupc_steps=50, bayes_repeats=3, bayes_n_images=100,
         bayes_epochs=3, bayes_opt_steps=100, schut_max_iters=1000,
         quant_train_subset=5000, quant_clf_epochs=5, quant_ae_epochs=5, quant_qat_epochs=4,

@@ -34,6 +34,19 @@ def fresh_clone(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module")
+def committed_chapters_fresh(fresh_clone):
+    """Both tests need committed, up-to-date chapters: say which are stale (seconds), rather
+    than run into the executions that `make book` would then start (hours at `standard`)."""
+    env = {**os.environ, "PYTHONPATH": str(fresh_clone)}
+    proc = subprocess.run([sys.executable, "-m", "cflib.cli", "stale"], cwd=fresh_clone,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stale = [line for line in proc.stdout.splitlines() if ": stale:" in line]
+    assert not stale, "committed chapters must be re-executed first:\n" + "\n".join(stale)
+    return fresh_clone
+
+
 def _run(root: Path, *args, cache: Path) -> tuple[str, float]:
     env = {**os.environ, "PYTHONPATH": str(root), "CFLIB_CACHE": str(cache),
            "CFLIB_PROGRESS": "0"}
@@ -45,7 +58,8 @@ def _run(root: Path, *args, cache: Path) -> tuple[str, float]:
     return out, time.perf_counter() - t0
 
 
-def test_make_book_renders_the_committed_chapters_without_training(fresh_clone, tmp_path):
+def test_make_book_renders_the_committed_chapters_without_training(committed_chapters_fresh,
+                                                                     fresh_clone, tmp_path):
     cache = tmp_path / "cache"
     out, seconds = _run(fresh_clone, "cflib.cli", "book", cache=cache)
     for name in CHAPTERS:
@@ -58,7 +72,8 @@ def test_make_book_renders_the_committed_chapters_without_training(fresh_clone, 
     assert seconds < 300, f"make book took {seconds:.0f} s"
 
 
-def test_a_changed_chapter_is_the_only_one_re_executed(fresh_clone, tmp_path):
+def test_a_changed_chapter_is_the_only_one_re_executed(committed_chapters_fresh, fresh_clone,
+                                                       tmp_path):
     src = fresh_clone / "notebooks" / "cross_dataset.py"
     src.write_text(src.read_text() + '\n# %%\nprint("an edited chapter")\n')
     out, _ = _run(fresh_clone, "cflib.build_chapter", "all", "--stale-only",
