@@ -466,6 +466,38 @@ def refresh_prose(chapter: str, out_dir: Path | None = None) -> Path:
     return out
 
 
+TIMING_START, TIMING_END = "<!-- timing:chapters:start -->", "<!-- timing:chapters:end -->"
+
+
+def timing_markdown(nb_dir: Path = CHAPTER_DIR) -> str:
+    """How long each committed chapter took to execute, read from its notebook's metadata
+    (the run that produced it: its profile, threads and date; networks already in the
+    weight cache were loaded, not trained)."""
+    import nbformat
+
+    rows = ["| chapter | profile | executed in | CPU threads | date |", "|---|---|---|---|---|"]
+    for name in CHAPTERS:
+        path = nb_dir / f"{name}.ipynb"
+        if not path.exists():
+            continue
+        meta = nbformat.read(path, as_version=4).metadata.get("cflib", {})
+        if "seconds" not in meta:
+            continue
+        rows.append(f"| `{name}` | `{meta['params']['profile']}` | "
+                    f"{meta['seconds'] / 60:.1f} min | {meta['threads']} | {meta['date']} |")
+    return "\n".join(rows)
+
+
+def update_timings(readme: Path = PROJECT_ROOT / "README.md") -> None:
+    """Rewrite the README's block between the timing markers from the committed chapters."""
+    text = Path(readme).read_text()
+    if TIMING_START not in text or TIMING_END not in text:
+        raise ValueError(f"{readme} has no {TIMING_START} ... {TIMING_END} block")
+    head, rest = text.split(TIMING_START, 1)
+    _, tail = rest.split(TIMING_END, 1)
+    Path(readme).write_text(f"{head}{TIMING_START}\n{timing_markdown()}\n{TIMING_END}{tail}")
+
+
 def parse_extra(pairs) -> dict:
     """``-p NAME VALUE`` pairs; VALUE is read as JSON when it parses (chapters.check
     converts text further where the parameter's type asks)."""

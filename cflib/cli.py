@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from cflib.chapters import CHAPTERS, parameter_schema
 from cflib.profiles import PROFILES
@@ -79,7 +80,9 @@ def main(argv=None) -> None:
         from cflib.report.readme import update_readme
 
         update_readme(args.readme, args.results)
-        print(f"{args.readme}: headline tables regenerated from {args.results}/")
+        build_chapter.update_timings(Path(args.readme))
+        print(f"{args.readme}: headline tables regenerated from {args.results}/, chapter "
+              "timings from book/chapters/")
 
 
 if __name__ == "__main__":

@@ -199,3 +199,28 @@ def test_perturbation_table_means_over_repeats():
     t = report.perturbation_table(curves)
     assert t.loc[("bnn", "PSCE"), 0.1] == pytest.approx(0.6)
     assert list(t.columns) == [0.0, 0.1]
+
+
+def test_readme_timings_come_from_the_notebooks_metadata(tmp_path, monkeypatch):
+    import nbformat
+
+    from cflib import build_chapter
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["cflib"] = {"seconds": 754, "threads": 1, "date": "2026-11-30",
+                            "params": {"profile": "standard"}}
+    nbformat.write(nb, tmp_path / "mnist_eval.ipynb")
+    table = build_chapter.timing_markdown(tmp_path)
+    assert "| `mnist_eval` | `standard` | 12.6 min | 1 | 2026-11-30 |" in table
+    assert "fashion_mnist_test" not in table          # no notebook, no row
+    readme = tmp_path / "README.md"
+    readme.write_text(f"a\n{build_chapter.TIMING_START}\nold\n{build_chapter.TIMING_END}\nb\n")
+    monkeypatch.setattr(build_chapter, "CHAPTER_DIR", tmp_path)
+    monkeypatch.setattr(build_chapter, "timing_markdown", lambda nb_dir=tmp_path: table)
+    build_chapter.update_timings(readme)
+    text = readme.read_text()
+    assert "old" not in text and "12.6 min" in text and text.endswith("b\n")
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="timing"):
+        build_chapter.update_timings(readme)
+    assert readme.read_text() == "no markers\n"
