@@ -263,6 +263,21 @@ def _clean(nb, chapter: Chapter, params: dict, provenance: str) -> dict:
     return reported
 
 
+def scrub_paths(nb, run_results: str, results: str) -> None:
+    """Keep this machine's paths out of a committed notebook: papermill's absolute input
+    and output paths go, and the run's scratch results folder (injected as
+    ``results_dir``) reads as the folder the results were installed in."""
+    pm_meta = nb.metadata.get("papermill", {})
+    pm_meta.pop("input_path", None)
+    pm_meta.pop("output_path", None)
+    if pm_meta.get("parameters", {}).get("results_dir") == run_results:
+        pm_meta["parameters"]["results_dir"] = results
+    for cell in nb.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.source = cell.source.replace(repr(run_results), repr(results)).replace(
+                f'"{run_results}"', f'"{results}"')
+
+
 def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: int = 0,
           extra: dict | None = None, out_dir: Path | None = None,
           results_dir: Path | None = None) -> Path:
@@ -345,6 +360,7 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: in
                   f"`{params['device']}` ({threads} CPU thread(s)), in "
                   f"{seconds / 60:.1f} minutes.*")
     reported = _clean(out_nb, ch, params, provenance)
+    scrub_paths(out_nb, run_params["results_dir"], _rel(res_dir))
     inputs = input_digests(ch, {k: v for k, v in params.items()},
                            [PROJECT_ROOT / m if not Path(m).is_absolute() else m
                             for m in reported.get("modules", [])], reported.get("data", []),

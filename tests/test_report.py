@@ -224,3 +224,20 @@ def test_readme_timings_come_from_the_notebooks_metadata(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="timing"):
         build_chapter.update_timings(readme)
     assert readme.read_text() == "no markers\n"
+
+
+def test_committed_notebooks_carry_no_scratch_or_machine_paths():
+    import nbformat
+
+    from cflib import build_chapter
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell('# Parameters\nresults_dir = "_build/tmp/x-1/results"\n')
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.append(cell)
+    nb.metadata["papermill"] = {"input_path": "/home/me/x.ipynb", "output_path": "/home/me/y",
+                                "parameters": {"results_dir": "_build/tmp/x-1/results"}}
+    build_chapter.scrub_paths(nb, "_build/tmp/x-1/results", "results")
+    text = nbformat.writes(nb)
+    assert "_build/tmp" not in text and "/home/me" not in text
+    assert 'results_dir = "results"' in nb.cells[0].source
