@@ -441,8 +441,10 @@ def build_book(profile: str = "standard", device: str = "cpu", seed: int = 0,
         (root / "book" / "chapters").mkdir()
         for name, nb in notebooks.items():
             shutil.copy2(nb, root / "book" / "chapters" / f"{name}.ipynb")
-    proc = subprocess.run([sys.executable, "-m", "jupyter_book", "build", str(root), "--quiet"],
-                          cwd=root)
+    # jupyter-book 1 has no ``python -m`` entry: its console script beside this Python
+    script = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(script) if script.exists() else "jupyter-book", "build", str(root), "--quiet"]
+    proc = subprocess.run(cmd, cwd=root)
     if proc.returncode:
         raise RuntimeError(f"jupyter-book build failed in {_rel(root)} (exit {proc.returncode})")
     index = root / "_build" / "html" / "index.html"
