@@ -274,8 +274,7 @@ def scrub_paths(nb, run_results: str, results: str) -> None:
         pm_meta["parameters"]["results_dir"] = results
     for cell in nb.cells:
         if "injected-parameters" in cell.metadata.get("tags", []):
-            cell.source = cell.source.replace(repr(run_results), repr(results)).replace(
-                f'"{run_results}"', f'"{results}"')
+            cell.source = cell.source.replace(f'"{run_results}"', f'"{results}"')
 
 
 def build(chapter: str, profile: str = "standard", device: str = "cpu", seed: int = 0,
@@ -506,14 +505,15 @@ def timing_markdown(nb_dir: Path = CHAPTER_DIR) -> str:
     return "\n".join(rows)
 
 
-def update_timings(readme: Path = PROJECT_ROOT / "README.md") -> None:
-    """Rewrite the README's block between the timing markers from the committed chapters."""
+def update_timings(readme: Path = PROJECT_ROOT / "README.md", nb_dir: Path = CHAPTER_DIR) -> None:
+    """Rewrite the README's block between the timing markers from the chapters in
+    ``nb_dir`` (the committed ones by default)."""
     text = Path(readme).read_text()
     if TIMING_START not in text or TIMING_END not in text:
         raise ValueError(f"{readme} has no {TIMING_START} ... {TIMING_END} block")
     head, rest = text.split(TIMING_START, 1)
     _, tail = rest.split(TIMING_END, 1)
-    Path(readme).write_text(f"{head}{TIMING_START}\n{timing_markdown()}\n{TIMING_END}{tail}")
+    Path(readme).write_text(f"{head}{TIMING_START}\n{timing_markdown(nb_dir)}\n{TIMING_END}{tail}")
 
 
 def parse_extra(pairs) -> dict:

@@ -201,7 +201,7 @@ def test_perturbation_table_means_over_repeats():
     assert list(t.columns) == [0.0, 0.1]
 
 
-def test_readme_timings_come_from_the_notebooks_metadata(tmp_path, monkeypatch):
+def test_readme_timings_come_from_the_notebooks_metadata(tmp_path):
     import nbformat
 
     from cflib import build_chapter
@@ -215,14 +215,12 @@ def test_readme_timings_come_from_the_notebooks_metadata(tmp_path, monkeypatch):
     assert "fashion_mnist_test" not in table          # no notebook, no row
     readme = tmp_path / "README.md"
     readme.write_text(f"a\n{build_chapter.TIMING_START}\nold\n{build_chapter.TIMING_END}\nb\n")
-    monkeypatch.setattr(build_chapter, "CHAPTER_DIR", tmp_path)
-    monkeypatch.setattr(build_chapter, "timing_markdown", lambda nb_dir=tmp_path: table)
-    build_chapter.update_timings(readme)
+    build_chapter.update_timings(readme, tmp_path)
     text = readme.read_text()
     assert "old" not in text and "12.6 min" in text and text.endswith("b\n")
     readme.write_text("no markers\n")
     with pytest.raises(ValueError, match="timing"):
-        build_chapter.update_timings(readme)
+        build_chapter.update_timings(readme, tmp_path)
     assert readme.read_text() == "no markers\n"
 
 
