@@ -4,7 +4,8 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 PROFILE ?= standard
 DEVICE  ?= cpu
-SEED    ?= 0
+TRAIN_SEED ?= 0
+DATA_SEED  ?= 0
 NB      ?= mnist_eval
 export CFLIB_DATA ?= $(CURDIR)/data
 
@@ -23,20 +24,21 @@ install: $(VENV)/.installed
 # one chapter, always executed: the book's run (standard, seed 0, cpu) replaces the
 # committed notebook and results; any other run writes under _build/runs/
 chapter: $(VENV)/.installed
-	$(PY) -m cflib.build_chapter $(NB) --profile $(PROFILE) --device $(DEVICE) --seed $(SEED)
+	$(PY) -m cflib.book.build $(NB) --profile $(PROFILE) --device $(DEVICE) \
+		--train-seed $(TRAIN_SEED) --data-seed $(DATA_SEED)
 
 # the book: re-executes the chapters whose inputs changed since they ran (every chapter
 # with RERUN=1), then builds _build/html/index.html from the executed chapters.  Another
 # PROFILE/SEED/DEVICE executes every chapter and builds _build/book-<profile>-seed<seed>/.
 book: $(VENV)/.installed
-	$(VENV)/bin/cflib book --profile $(PROFILE) --device $(DEVICE) --seed $(SEED) \
-		$(if $(RERUN),--rerun)
+	$(VENV)/bin/cflib book --profile $(PROFILE) --device $(DEVICE) \
+		--train-seed $(TRAIN_SEED) --data-seed $(DATA_SEED) $(if $(RERUN),--rerun)
 
 # chapters x training seeds on Dask (a LocalCluster, or $$CFLIB_SCHEDULER), merged
 SEEDS   ?= 0,1,2
 comma   := ,
 sweep: $(VENV)/.installed
-	$(PY) -m cflib.sweep $(NB) --seeds $(subst $(comma), ,$(SEEDS)) --profile $(PROFILE) \
+	$(PY) -m cflib.book.sweep $(NB) --seeds $(subst $(comma), ,$(SEEDS)) --profile $(PROFILE) \
 		--device $(DEVICE)
 
 # throughput of every explainer, batched and alone -> results/performance.csv

@@ -5,7 +5,7 @@ hardware bound.
         [--batch-sizes 8 32 128] [--out results/performance.csv]
     make benchmark [DEVICE=cuda]
 
-For each method of the catalog (built with ``from_profile`` at the ``smoke`` profile:
+For each method of the catalog (built with ``catalog.build`` at the ``smoke`` profile:
 its networks are small and cached, its iteration budgets are the smoke ones), the same
 ``--images`` query images are explained
 
@@ -40,11 +40,11 @@ from torch.utils.flop_counter import flop_registry
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cflib import zoo  # noqa: E402
-from cflib.data import class_subset, load_split  # noqa: E402
-from cflib.explainers import METHODS, predict  # noqa: E402
-from cflib.results import write_table  # noqa: E402
+from cflib.bench import catalog, zoo  # noqa: E402
+from cflib.bench.data import class_subset, load_split  # noqa: E402
+from cflib.bench.results import write_table  # noqa: E402
 from cflib.scopes import frozen  # noqa: E402
+from cflib.tensors import predict  # noqa: E402
 
 #: which classifier and data each method explains (the chapter that uses it)
 SETTING = {
@@ -118,7 +118,7 @@ def _setting(name: str, device: str):
 def build(method: str, clf, kw: dict, batch_size: int):
     from dataclasses import replace
 
-    ex = METHODS[method].from_profile(clf, profile="smoke", seed=0, **kw)
+    ex = catalog.build(method, clf, profile="smoke", seeds=0, **kw)
     ex.config = replace(ex.config, batch_size=batch_size)
     return ex
 
@@ -184,7 +184,7 @@ def main(argv=None) -> None:
     ap.add_argument("--images", type=int, default=128)
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 32, 128])
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--methods", nargs="+", default=list(METHODS))
+    ap.add_argument("--methods", nargs="+", default=list(catalog.CATALOG))
     ap.add_argument("--out", default=str(ROOT / "results" / "performance.csv"))
     args = ap.parse_args(argv)
     dev = torch.device(args.device)

@@ -21,12 +21,13 @@
 # %% tags=["parameters"]
 profile: str = "standard"   # the profile of the results files this page reads
 device: str = "cpu"         # unused: this page trains nothing
-seed: int = 0               # unused: this page draws nothing
+train_seed: int = 0         # unused: this page draws nothing
+data_seed: int = 0          # unused: this page draws nothing
 results_name: str = "cross_dataset"  # unused: this page writes no results file
 results_dir: str = "results"         # where the two C3LT chapters' results files are
 
 # %%
-from cflib import chapters
+from cflib.book import chapters
 
 p = chapters.parameters("cross_dataset.py", globals())
 
@@ -34,8 +35,9 @@ p = chapters.parameters("cross_dataset.py", globals())
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from cflib import report, results
-from cflib.c3lt_benchmark import C3LT_METRICS
+from cflib.bench import results
+from cflib.bench.tables.c3lt import C3LT_METRICS
+from cflib.book import report
 
 frames = {"MNIST": results.read_results("mnist_eval", p.results_dir),
           "Fashion-MNIST": results.read_results("fashion_mnist_test", p.results_dir)}

@@ -43,14 +43,15 @@
 # %% tags=["parameters"]
 profile: str = "standard"   # smoke | standard | paper: sizes only, never the algorithm
 device: str = "cpu"         # cpu, cuda or cuda:N
-seed: int = 0               # the first training seed; the profile says how many follow
+train_seed: int = 0         # the first training seed; the profile says how many follow
+data_seed: int = 0          # seeds the queries and the recourse solver's restarts
 target: int = 0             # the recourse target class (0: T-shirt/top, the code's)
 methods: list | None = None  # None: the seven compressed rows, e.g. ["PTQ INT8", "CFQ-QAT"]
 results_name: str = "fashion_mnist_quant"  # the results file's name
 results_dir: str = "results"               # where the results files are written
 
 # %%
-from cflib import chapters
+from cflib.book import chapters
 
 p = chapters.parameters("fashion_mnist_quant.py", globals())
 
@@ -58,24 +59,27 @@ p = chapters.parameters("fashion_mnist_quant.py", globals())
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from cflib import quant_benchmark, report, results
-from cflib.data import CLASS_NAMES
-from cflib.profiles import get_profile
+from cflib.bench import results
+from cflib.bench.data import CLASS_NAMES
+from cflib.bench.profiles import get_profile
+from cflib.bench.tables import quant as quant_benchmark
+from cflib.book import report
 
 prof = get_profile(p.profile)
-seeds = list(range(p.seed, p.seed + prof.quant_n_seeds))
+seeds = list(range(p.train_seed, p.train_seed + prof.quant.n_seeds))
 display(Markdown(
     f"**Run parameters:** profile `{prof.name}`, device `{p.device}`, training seed(s) "
     f"{seeds}, target class {p.target} ({CLASS_NAMES['fmnist'][p.target]}), "
-    f"{prof.quant_n_queries} test draws before the label filter."))
+    f"data seed {p.data_seed}, {prof.quant.n_queries} test draws before the label filter."))
 report.metrics_table([s for s in quant_benchmark.QUANT_METRICS
                       if s.name in ("Accuracy", "VD", "CRG", "DirSim", "Overhead",
                                     "FP_Feasible", "Transfer_Margin", "Bit_cost", "Sparsity")])
 
 # %%
-run = quant_benchmark.run_quant_table("fmnist", prof, seeds, p.device, p.methods, p.target)
+run = quant_benchmark.run_quant_table("fmnist", prof, seeds, p.data_seed, p.device, p.methods,
+                                      p.target)
 written = results.write_run(run, p.results_name, p.results_dir)
-fp = run.results[(run.results["method"] == "FP32") & (run.results["setting"] == "")]
+fp = run.results[(run.results["method"] == "FP32") & (run.results["variant"] == "")]
 fpv = fp.groupby("metric")["value"].mean()
 display(Markdown(
     f"FP32 SmallCNN: **{fpv['Accuracy']:.2%}** test accuracy; {int(fpv['N_queries'])} queries "
@@ -173,7 +177,7 @@ report.style(quant_benchmark.shape_checks(run))
 # this machine, its ordering is what compares):
 
 # %%
-main_rows = run.results[(run.results["setting"] == "") & (run.results["method"] != "FP32")]
+main_rows = run.results[(run.results["variant"] == "") & (run.results["method"] != "FP32")]
 report.style(report.ranking_agreement(main_rows, "quant", "fmnist", ["Accuracy", "Overhead"]))
 
 # %% [markdown]
@@ -198,10 +202,7 @@ report.style(report.quant_checks_table(run.checks))
 # The sizes of this run:
 
 # %%
-report.profile_table(prof, ["quant_train_subset", "quant_clf_epochs", "quant_ae_epochs",
-                            "quant_qat_epochs", "quant_calib_epochs", "quant_n_queries",
-                            "quant_eval_steps", "quant_eval_restarts", "quant_n_seeds",
-                            "quant_sweep_bits", "quant_teacher_k10"])
+report.profile_table(prof, ["quant"])
 
 # %% [markdown]
 # ```{admonition} Protocol notes

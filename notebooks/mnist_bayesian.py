@@ -45,14 +45,15 @@
 # %% tags=["parameters"]
 profile: str = "standard"   # smoke | standard | paper: sizes only, never the algorithm
 device: str = "cpu"         # cpu, cuda or cuda:N
-seed: int = 0               # seeds the classifiers, the query draws and the searches
-settings: list | None = None  # None: both, ["mc_dropout", "bnn"]
+train_seed: int = 0         # seeds the two classifiers
+data_seed: int = 0          # seeds the query draws, the searches and the fresh posterior draws
+models: list | None = None  # None: both, ["mc_dropout", "bnn"]
 methods: list | None = None   # None: the five methods of the table
 results_name: str = "mnist_bayesian"  # the results file's name
 results_dir: str = "results"          # where the results file is written
 
 # %%
-from cflib import chapters
+from cflib.book import chapters
 
 p = chapters.parameters("mnist_bayesian.py", globals())
 
@@ -60,19 +61,24 @@ p = chapters.parameters("mnist_bayesian.py", globals())
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from cflib import bayes_benchmark, report, results
-from cflib.profiles import get_profile
+from cflib.bench import results
+from cflib.bench.profiles import get_profile
+from cflib.bench.seeds import Seeds
+from cflib.bench.tables import bayes
+from cflib.book import report
 
 prof = get_profile(p.profile)
-settings = list(p.settings or bayes_benchmark.SETTINGS)
-methods = list(p.methods or bayes_benchmark.BAYES_METHODS)
-display(Markdown(f"**Run parameters:** profile `{prof.name}`, device `{p.device}`, seed `{p.seed}`, "
-                 f"{prof.bayes_repeats} repeats of {prof.bayes_n_images} random test images, "
-                 f"classifiers trained {prof.bayes_epochs} epochs."))
-report.metrics_table(bayes_benchmark.BAYES_METRICS)
+seeds = Seeds(train=p.train_seed, data=p.data_seed)
+settings = list(p.models or bayes.MODELS)
+methods = list(p.methods or bayes.BAYES_METHODS)
+display(Markdown(f"**Run parameters:** profile `{prof.name}`, device `{p.device}`, training "
+                 f"seed `{seeds.train}`, data seed `{seeds.data}`, "
+                 f"{prof.bayes.repeats} repeats of {prof.bayes.n_images} random test images, "
+                 f"classifiers trained {prof.bayes.epochs} epochs."))
+report.metrics_table(bayes.BAYES_METRICS)
 
 # %%
-run = bayes_benchmark.run_bayesian_table("mnist", settings, prof, p.seed, p.device, methods)
+run = bayes.run_bayesian_table("mnist", settings, prof, seeds, p.device, methods)
 written = results.write_run(run, p.results_name, p.results_dir)
 display(Markdown("Posterior-mean test accuracy: " + ", ".join(
     f"**{s.replace('_', ' ')} {v:.2%}**" for s, v in run.accuracy.items())
@@ -100,11 +106,11 @@ for s in settings:
 # BNN).
 
 # %%
-summary = bayes_benchmark.summarise(run.results)
+summary = bayes.summarise(run.results)
 for s in settings:
-    means = summary[summary["setting"] == s].rename(columns={"mean": "value"})
+    means = summary[summary["model"] == s].rename(columns={"mean": "value"})
     display(Markdown(f"**{s.replace('_', ' ')}**"))
-    display(report.style(report.ranking_agreement(means, "bayes", "mnist", ["IM1"], setting=s)))
+    display(report.style(report.ranking_agreement(means, "bayes", "mnist", ["IM1"], model=s)))
 
 # %% [markdown]
 # ## Counterfactuals
@@ -144,7 +150,7 @@ report.style(report.perturbation_table(run.curves))
 # (ties count as holding).
 
 # %%
-display(bayes_benchmark.shape_checks(summary))
+display(bayes.shape_checks(summary))
 
 # %% [markdown]
 # ## Where our numbers differ from the paper's

@@ -42,7 +42,8 @@
 # %% tags=["parameters"]
 profile: str = "standard"   # smoke | standard | paper: sizes only, never the algorithm
 device: str = "cpu"         # cpu, cuda or cuda:N
-seed: int = 0               # seeds every network and every draw of the chapter
+train_seed: int = 0         # seeds every network the chapter trains
+data_seed: int = 0          # seeds the query draw, the reference split and the methods' draws
 dataset: str = "mnist"      # fixed by the chapter: mnist (mnist_eval) or fmnist (fashion_mnist_test)
 pairs: list | None = None   # None: the paper's pairs, e.g. ["4->9", "3->8", "5->6"]
 n_images: int | None = None  # query images per pair (at least 4); None: the profile's size
@@ -51,7 +52,7 @@ results_name: str = "mnist_eval"  # the results file's name
 results_dir: str = "results"      # where the results file is written
 
 # %%
-from cflib import chapters
+from cflib.book import chapters
 
 p = chapters.parameters("mnist_eval.py", globals())
 
@@ -61,23 +62,26 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from cflib import c3lt_benchmark, report, results, sweep, tuning, zoo
-from cflib.data import DATASET_TITLES, canonical_dataset
-from cflib.profiles import get_profile
+from cflib.bench import results, runner, tuning, zoo
+from cflib.bench.data import DATASET_TITLES, canonical_dataset
+from cflib.bench.profiles import get_profile
+from cflib.bench.seeds import Seeds
+from cflib.bench.tables import c3lt
+from cflib.book import report, sweep
 
 dataset = canonical_dataset(p.dataset)
 prof = get_profile(p.profile)
 title = DATASET_TITLES[dataset]
+seeds = Seeds(train=p.train_seed, data=p.data_seed)
 display(Markdown(f"**Run parameters:** dataset `{title}`, profile `{prof.name}`, device "
-                 f"`{p.device}`, seed `{p.seed}`, {p.n_images or prof.n_images or 'all'} query "
-                 "images per pair."))
-report.metrics_table(c3lt_benchmark.C3LT_METRICS + c3lt_benchmark.CVE_METRICS)
+                 f"`{p.device}`, training seed `{seeds.train}`, data seed `{seeds.data}`, "
+                 f"{p.n_images or prof.c3lt.n_images or 'all'} query images per pair."))
+report.metrics_table(c3lt.C3LT_METRICS + c3lt.CVE_METRICS)
 
 # %%
-run = c3lt_benchmark.run_c3lt_table(dataset, p.pairs, p.methods, prof, p.seed, p.device,
-                                    p.n_images)
+run = c3lt.run_c3lt_table(dataset, p.pairs, p.methods, prof, seeds, p.device, p.n_images)
 written = results.write_run(run, p.results_name, p.results_dir)
-metric_names = [s.name for s in c3lt_benchmark.C3LT_METRICS]
+metric_names = [s.name for s in c3lt.C3LT_METRICS]
 display(report.pairs_table(dataset, run.pairs))
 display(Markdown(f"The C3LT classifier reaches **{run.classifier_accuracy:.2%}** test accuracy "
                  f"on {title} ({len(run.results)} result rows written to "
@@ -115,8 +119,7 @@ if merged is None:
 else:
     display(report.style(report.spread_table(merged, "c3lt", dataset, metric_names,
                                              run.methods)))
-    display(results.shape_checks_by_seed(per_seed, "c3lt",
-                                         select=lambda df: df[df["pair"] == "mean"]))
+    display(runner.shape_checks_by_seed(per_seed, "c3lt", select=results.pair_means))
 
 # %% [markdown]
 # ### Per pair
@@ -134,7 +137,7 @@ report.style(report.pair_table(run.results, metric_names))
 # where the paper reports at least three of the rows (1: the same order, −1: reversed).
 
 # %%
-mean_rows = run.results[run.results["pair"] == "mean"]
+mean_rows = results.pair_means(run.results)
 report.style(report.ranking_agreement(mean_rows, "c3lt", dataset, ["IM1", "FID", "Proximity",
                                                                     "Validity", "COUT"]))
 
@@ -207,7 +210,7 @@ plt.show()
 # and whether they hold here (on the means over pairs; ties count as holding).
 
 # %%
-results.shape_checks(mean_rows, "c3lt")
+runner.shape_checks(mean_rows, "c3lt")
 
 # %% [markdown]
 # ## Where our numbers differ from the paper's
@@ -218,7 +221,7 @@ results.shape_checks(mean_rows, "c3lt")
 # ## Choices made on validation data
 #
 # Every free choice below was made on *validation pairs* that no table uses (MNIST
-# 7→2, Fashion-MNIST 1→3) and on training images only (`python -m cflib.tuning`), never
+# 7→2, Fashion-MNIST 1→3) and on training images only (`python -m cflib.bench.tuning`), never
 # on the test images of the table's pairs.  The evidence is in `results/tuning/`.
 #
 # **The class autoencoders of IM1/IM2.**  For each candidate architecture, the two
@@ -250,10 +253,7 @@ report.style(report.tuning_table(eg_tuning[eg_tuning["dataset"] == dataset]))
 # The sizes of this run (the profile; a profile changes sizes only, never the algorithm):
 
 # %%
-report.profile_table(prof, ["n_images", "clf_epochs", "ae_class_epochs", "ae_all_epochs",
-                            "ae_patience", "adv_steps", "cem_max_iterations", "cem_c_steps",
-                            "cve_n_distractors", "expgan_epochs", "dcgan_epochs",
-                            "encoder_epochs", "c3lt_epochs", "c3lt_subset"])
+report.profile_table(prof, ["nets", "c3lt"])
 
 # %% [markdown]
 # ```{admonition} Protocol notes

@@ -31,12 +31,13 @@
 # %% tags=["parameters"]
 profile: str = "standard"   # the profile of the chapters' results this page reads
 device: str = "cpu"         # unused: the benchmark's device is in its results file
-seed: int = 0               # unused: this page draws nothing
+train_seed: int = 0         # unused: this page draws nothing
+data_seed: int = 0          # unused: this page draws nothing
 results_name: str = "performance"  # the benchmark's results file
 results_dir: str = "results"       # where it is
 
 # %%
-from cflib import chapters
+from cflib.book import chapters
 
 p = chapters.parameters("performance.py", globals())
 
@@ -46,7 +47,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from cflib import report, results
+from cflib.bench import results
+from cflib.book import report
 
 perf = results.read_table(Path(p.results_dir) / f"{p.results_name}.csv")
 display(Markdown(f"Measured on: {perf['machine'].iloc[0]} (device `{perf['device'].iloc[0]}`), "

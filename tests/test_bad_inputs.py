@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-from cflib import chapters
+from cflib.book import chapters
 from cflib.explainers import (
     CEM,
     CVE,
@@ -124,7 +124,7 @@ def test_every_config_refuses_bad_values(build, match, tiny_classifier):
 
 
 def test_load_split_hands_out_copies():
-    from cflib import data
+    from cflib.bench import data
 
     if not (data.data_root() / "MNIST" / "raw" / "t10k-images-idx3-ubyte").exists():
         pytest.skip("MNIST not in the data root")
@@ -145,8 +145,9 @@ def test_load_split_hands_out_copies():
     ({"pairs": '["4->4"]'}, "equal"),
     ({"pairs": "[]"}, "at least one pair"),
     ({"pairs": '["4-9"]'}, "cannot read pair"),
-    ({"seed": "x"}, "not JSON"),
-    ({"seed": -1}, "seed"),
+    ({"train_seed": "x"}, "not JSON"),
+    ({"train_seed": -1}, "train_seed"),
+    ({"data_seed": -2}, "data_seed"),
     ({"profile": "huge"}, "unknown profile"),
     ({"device": "tpu"}, "device"),
     ({"methods": '["DiCE"]'}, "unknown method"),
@@ -160,15 +161,16 @@ def test_bad_chapter_parameters(given, match):
 def test_chapter_parameters_given_as_text_are_converted():
     out = chapters.check("mnist_eval", {"pairs": '["4->9"]', "n_images": "50"})
     assert out["pairs"] == ["4->9"] and out["n_images"] == 50
-    with pytest.raises(ValueError, match="unknown setting"):
-        chapters.check("mnist_bayesian", {"settings": '["ensemble"]'})
+    with pytest.raises(ValueError, match="unknown model"):
+        chapters.check("mnist_bayesian", {"models": '["ensemble"]'})
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="use device='cpu'"):
             chapters.check("mnist_eval", {"device": "cuda"})
 
 
 def test_a_notebook_names_a_misspelt_parameter():
-    ns = {"profile": "smoke", "device": "cpu", "seed": 0, "dataset": "mnist", "pairs": None,
+    ns = {"profile": "smoke", "device": "cpu", "train_seed": 0, "data_seed": 0,
+          "dataset": "mnist", "pairs": None,
           "n_images": None, "methods": None, "results_name": "mnist_eval",
           "results_dir": "results", "n_image": 12, "In": [], "get_ipython": print}
     with pytest.raises(ValueError, match="unknown parameter.*n_image"):
@@ -181,7 +183,7 @@ def test_a_notebook_names_a_misspelt_parameter():
 @pytest.fixture
 def data_copy(tmp_path, monkeypatch):
     """A copy of the MNIST test files in a fresh data root (with or without checksums)."""
-    from cflib import data
+    from cflib.bench import data
 
     src = data.data_root()
     if not (src / "MNIST" / "raw" / "t10k-images-idx3-ubyte").exists():
@@ -197,7 +199,7 @@ def data_copy(tmp_path, monkeypatch):
 
 
 def _offline(monkeypatch):
-    from cflib import data
+    from cflib.bench import data
 
     class NoDownload:
         __name__ = "MNIST"
@@ -209,7 +211,7 @@ def _offline(monkeypatch):
 
 
 def test_missing_data_names_the_folder_and_the_variable(data_copy, monkeypatch):
-    from cflib import data
+    from cflib.bench import data
 
     (data_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").unlink()
     _offline(monkeypatch)
@@ -218,7 +220,7 @@ def test_missing_data_names_the_folder_and_the_variable(data_copy, monkeypatch):
 
 
 def test_a_truncated_file_is_named_as_truncated(data_copy):
-    from cflib import data
+    from cflib.bench import data
 
     f = data_copy / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
     f.write_bytes(f.read_bytes()[:-1000])
@@ -229,7 +231,7 @@ def test_a_truncated_file_is_named_as_truncated(data_copy):
 def test_same_size_corruption_fails_its_checksum(data_copy):
     import hashlib
 
-    from cflib import data
+    from cflib.bench import data
 
     f = data_copy / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
     good = f.read_bytes()
@@ -243,7 +245,7 @@ def test_same_size_corruption_fails_its_checksum(data_copy):
 
 
 def test_labels_out_of_range_are_refused(data_copy):
-    from cflib import data
+    from cflib.bench import data
 
     f = data_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
     raw = bytearray(f.read_bytes())
@@ -269,7 +271,7 @@ def _train_once(calls):
 
 
 def test_an_unwritable_cache_fails_before_training(tmp_path, monkeypatch):
-    from cflib.training import cached
+    from cflib.cache import cached
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where the cache folder should be")
@@ -281,7 +283,7 @@ def test_an_unwritable_cache_fails_before_training(tmp_path, monkeypatch):
 
 
 def test_a_zero_filled_file_fails_its_checksum_and_is_retrained(tmp_cache):
-    from cflib.training import cache_path, cached
+    from cflib.cache import cache_path, cached
 
     calls = []
     m1, _ = cached("toy", {"seed": 0}, _net, _train_once(calls))
@@ -294,14 +296,14 @@ def test_a_zero_filled_file_fails_its_checksum_and_is_retrained(tmp_cache):
 
 
 def test_a_partly_matching_file_never_warm_starts_training(tmp_cache):
-    from cflib.training import cache_path, cached
+    from cflib.cache import cache_path, cached
 
     calls = []
     cfg = {"seed": 0}
     path = cache_path("toy", cfg)
     path.parent.mkdir(parents=True, exist_ok=True)
     # the right config, but only the bias (with a huge value) and a stray key
-    from cflib.training import FORMAT, _normalise
+    from cflib.cache import FORMAT, _normalise
     torch.save({"format": FORMAT, "config": _normalise(cfg),
                 "state_dict": {"bias": torch.full((2,), 99.0), "extra": torch.ones(1)},
                 "info": {}}, path)
@@ -311,7 +313,7 @@ def test_a_partly_matching_file_never_warm_starts_training(tmp_cache):
 
 
 def test_the_readme_is_never_emptied(tmp_path):
-    from cflib.report import update_readme
+    from cflib.book.report import update_readme
 
     readme = tmp_path / "README.md"
     text = "intro\n<!-- headline:start -->\nold tables\n<!-- headline:end -->\n"
@@ -323,7 +325,7 @@ def test_the_readme_is_never_emptied(tmp_path):
 
 def test_a_failed_chapter_run_replaces_nothing(tmp_path):
     """cross_dataset reads the two C3LT results files; without them the kernel fails."""
-    from cflib.build_chapter import build
+    from cflib.book.build.execute import build
 
     readme = Path(__file__).parents[1] / "README.md"
     readme_before = readme.read_bytes()

@@ -7,8 +7,10 @@ import math
 import pytest
 import torch
 
-from cflib.bayes_benchmark import BAYES_METHODS, SCHUT_TARGETS, schut_targets
-from cflib.explainers import METHODS, PSCE, ROAR, BayesCF, Schut, Wachter, get_method
+from cflib.bench import catalog
+from cflib.bench.profiles import get_profile
+from cflib.bench.tables.bayes import BAYES_METHODS, SCHUT_TARGETS, schut_targets
+from cflib.explainers import EXPLAINERS, PSCE, ROAR, BayesCF, Schut, Wachter, get_explainer
 from cflib.explainers._posterior import log_mean_prob
 from cflib.metrics.robustness import (
     implausibility,
@@ -18,7 +20,6 @@ from cflib.metrics.robustness import (
 )
 from cflib.models import ConvAutoencoder
 from cflib.models.bayesian import BayesByBackpropCNN, MCDropoutCNN, predictive_accuracy, train_bnn
-from cflib.profiles import get_profile
 from cflib.training import train_classifier
 
 S = 8  # posterior samples in the tests
@@ -142,7 +143,7 @@ CASES = [(kind, m) for kind in ("mc", "bnn") for m in STRONG]
 @pytest.mark.parametrize("kind, method", CASES)
 def test_method_reaches_target(kind, method, mc_model, bnn_model, queries):
     model = mc_model if kind == "mc" else bnn_model
-    cls = METHODS[method]
+    cls = EXPLAINERS[method]
     extra = {"autoencoder": ConvAutoencoder().eval()} if method == "PSCE" else {}
     ex = cls(model, **extra, **STRONG[method])
     assert ex.name == method
@@ -198,22 +199,22 @@ def test_methods_bad_input(mc_model):
     with pytest.raises(ValueError, match="target"):
         Schut(mc_model).explain(torch.zeros(2, 1, 28, 28), target=11)
     with pytest.raises(ValueError, match="unknown method"):
-        get_method("DiCE")
+        get_explainer("DiCE")
     with pytest.raises(TypeError, match="last linear layer"):
         ROAR(torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10)),
              max_iter=1).explain(torch.zeros(1, 1, 28, 28), 1)
 
 
-def test_from_profile_sizes(mc_model, monkeypatch):
-    import cflib.zoo as zoo
+def test_catalog_sizes(mc_model, monkeypatch):
+    import cflib.bench.zoo as zoo
 
     monkeypatch.setattr(zoo, "autoencoder", lambda *a, **k: (ConvAutoencoder().eval(), {}))
     smoke = get_profile("smoke")
-    exs = {m: METHODS[m].from_profile(mc_model, dataset="mnist", profile="smoke")
+    exs = {m: catalog.build(m, mc_model, dataset="mnist", profile="smoke")
            for m in BAYES_METHODS}
-    assert exs["Schut"].config.max_iters == smoke.schut_max_iters
-    assert exs["Wachter"].config.steps == smoke.bayes_opt_steps
-    assert exs["ROAR"].config.max_iter == 5 * smoke.bayes_opt_steps
+    assert exs["Schut"].config.max_iters == smoke.bayes.schut_max_iters
+    assert exs["Wachter"].config.steps == smoke.bayes.opt_steps
+    assert exs["ROAR"].config.max_iter == 5 * smoke.bayes.opt_steps
     assert exs["PSCE"].autoencoder is not None
     assert all(ex.name == m for m, ex in exs.items())
 
@@ -275,8 +276,8 @@ def test_robustness_on_plain_classifier(plain_model, bars):
 
 # -- cached training and the runner ----------------------------------------------------------
 def test_zoo_bayes_classifiers_cache(bars, tmp_cache, monkeypatch):
+    import cflib.bench.zoo as zoo
     import cflib.models.bayesian as mb
-    import cflib.zoo as zoo
 
     monkeypatch.setattr(zoo, "load_split", lambda dataset, split="test": bars)
     calls = {"mc": 0, "bnn": 0}
@@ -291,8 +292,8 @@ def test_zoo_bayes_classifiers_cache(bars, tmp_cache, monkeypatch):
         return real_bnn(*a, **k)
 
     monkeypatch.setattr(zoo, "train_classifier", tc)
-    monkeypatch.setattr(mb, "train_bnn", tb)
-    prof = get_profile("smoke", bayes_epochs=1, train_subset=None)
+    monkeypatch.setattr(zoo, "train_bnn", tb)
+    prof = get_profile("smoke", bayes={"epochs": 1}, nets={"train_subset": None})
     for fn, key in ((zoo.mc_dropout_classifier, "mc"), (zoo.bnn_classifier, "bnn")):
         m1, info1 = fn("mnist", prof, seed=0)
         m2, info2 = fn("mnist", prof, seed=0)
@@ -304,13 +305,13 @@ def test_zoo_bayes_classifiers_cache(bars, tmp_cache, monkeypatch):
     assert len(list(tmp_cache.glob("*.pt"))) == 2
 
 
-def test_runner_rejects_bad_setting():
-    from cflib.bayes_benchmark import run_bayesian
+def test_runner_rejects_bad_model():
+    from cflib.bench.tables.bayes import run_bayesian
 
-    with pytest.raises(ValueError, match="setting"):
-        run_bayesian("mnist", setting="ensemble", profile="smoke")
+    with pytest.raises(ValueError, match="model"):
+        run_bayesian("mnist", model="ensemble", profile="smoke")
     with pytest.raises(ValueError, match="method"):
-        run_bayesian("mnist", setting="bnn", profile="smoke", methods=["DiCE"])
+        run_bayesian("mnist", model="bnn", profile="smoke", methods=["DiCE"])
 
 
 def test_im1_by_class_matches_im1():
@@ -330,8 +331,8 @@ def test_im1_by_class_matches_im1():
         im1_by_class(x, 7, 0, aes)
 
 
-def test_bayesian_table_names_an_unknown_setting():
-    from cflib.bayes_benchmark import run_bayesian_table
+def test_bayesian_table_names_an_unknown_model():
+    from cflib.bench.tables.bayes import run_bayesian_table
 
-    with pytest.raises(ValueError, match="unknown setting.*'ensemble'"):
+    with pytest.raises(ValueError, match="unknown model.*'ensemble'"):
         run_bayesian_table("mnist", ["mc_dropout", "ensemble"], "smoke")

@@ -13,11 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cflib import data
-from cflib.build_chapter import CHAPTERS, build
-from cflib.c3lt_benchmark import C3LT_METHODS, C3LT_METRICS, CVE_METRICS
-from cflib.data import PROJECT_ROOT
-from cflib.results import COLUMNS
+from cflib.bench import data
+from cflib.bench.data import PROJECT_ROOT
+from cflib.bench.results import COLUMNS
+from cflib.bench.tables.c3lt import C3LT_METHODS, C3LT_METRICS, CVE_METRICS
+from cflib.bench.results import MEAN_OVER_PAIRS
+from cflib.book.build.execute import build
+from cflib.book.chapters import CHAPTERS
 
 pytestmark = [
     pytest.mark.slow,
@@ -72,8 +74,9 @@ def check_c3lt_results(df: pd.DataFrame, dataset: str, pairs):
     methods = set(cf["method"])
     assert {"Original Data", "Adv. Attack"} <= methods
     for method in methods:
-        for pair in list(pairs) + ["mean"]:
-            got = cf[(cf["method"] == method) & (cf["pair"] == pair)]
+        for pair in list(pairs) + [MEAN_OVER_PAIRS]:
+            got = cf[(cf["method"] == method)
+                     & ((cf["pair"] == pair) | (cf["aggregate"] == pair))]
             want = [s.name for s in C3LT_METRICS]
             if method.startswith("CVE"):
                 want += [s.name for s in CVE_METRICS]
@@ -85,8 +88,9 @@ def check_c3lt_results(df: pd.DataFrame, dataset: str, pairs):
         assert cf[cf["metric"] == m]["value"].between(0, 1).all()
     assert (cf[cf["metric"] == "Seconds_per_CF"]["value"] > 0).all()
     # the mean row is the mean over pairs
-    im1 = cf[(cf["metric"] == "IM1") & (cf["method"] == "Adv. Attack")].set_index("pair")["value"]
-    assert im1["mean"] == pytest.approx(im1.drop("mean").mean())
+    im1 = cf[(cf["metric"] == "IM1") & (cf["method"] == "Adv. Attack")]
+    mean = im1[im1["aggregate"] == MEAN_OVER_PAIRS]["value"].item()
+    assert mean == pytest.approx(im1[im1["pair"] != ""]["value"].mean())
 
 
 def test_mnist_chapter_writes_every_metric(results_dir):
@@ -105,18 +109,18 @@ def test_every_method_of_the_table_runs(results_dir):
 
 
 def test_bayesian_chapter_writes_every_metric(results_dir):
-    from cflib.bayes_benchmark import BAYES_METHODS, BAYES_METRICS
-    from cflib.profiles import get_profile
+    from cflib.bench.profiles import get_profile
+    from cflib.bench.tables.bayes import BAYES_METHODS, BAYES_METRICS
 
-    df = pd.read_csv(results_dir / "mnist_bayesian.csv")
+    df = pd.read_csv(results_dir / "mnist_bayesian.csv", keep_default_na=False)
     assert list(df.columns) == COLUMNS + ["repeat"]
-    assert set(df["setting"]) == {"mc_dropout", "bnn"}
+    assert set(df["model"]) == {"mc_dropout", "bnn"}
     acc = df[df["method"] == "Classifier"]
     assert len(acc) == 2 and acc["value"].between(0, 1).all()
     cf = df[df["method"] != "Classifier"]
     assert set(cf["method"]) == set(BAYES_METHODS)
-    repeats = get_profile("smoke").bayes_repeats
-    for (s, m), g in cf.groupby(["setting", "method"]):
+    repeats = get_profile("smoke").bayes.repeats
+    for (s, m), g in cf.groupby(["model", "method"]):
         assert sorted(set(g["metric"])) == sorted(spec.name for spec in BAYES_METRICS), (s, m)
         assert len(g) == len(BAYES_METRICS) * repeats
     for metric in ("Validity", "Validity_fresh", "Robustness_AUC"):
@@ -155,7 +159,7 @@ def test_book_builds(html):
 def test_refresh_prose_only_when_code_is_unchanged(results_dir, book_dir, tmp_path):
     import nbformat
 
-    from cflib.build_chapter import refresh_prose
+    from cflib.book.build.assemble import refresh_prose
 
     executed = book_dir / "book" / "chapters" / "mnist_eval.ipynb"
     shutil.copy(executed, tmp_path / "mnist_eval.ipynb")

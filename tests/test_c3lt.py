@@ -224,20 +224,21 @@ def test_c3lt_clear_errors(tiny_classifier, bars, toy_latent):
 # ----------------------------------------------------------------------------- zoo / factory
 
 def test_zoo_and_factory_end_to_end(tiny_classifier, bars, tmp_cache, monkeypatch):
-    """zoo.dcgan + zoo.c3lt_encoder + from_profile at the paper's widths, one step each."""
+    """zoo.dcgan + zoo.c3lt_encoder + catalog.build at the paper's widths, one step each."""
     import cflib.models.dcgan as dcgan_mod
-    from cflib import zoo
-    from cflib.profiles import get_profile
+    from cflib.bench import catalog, zoo
+    from cflib.bench.profiles import get_profile
 
     x, y = bars
     def fake_split(dataset, split="test"):
         return (x, y) if split == "train" else (x[:32], y[:32])
 
     monkeypatch.setattr(zoo, "load_split", fake_split)
-    monkeypatch.setattr("cflib.data.load_split", fake_split)
-    prof = get_profile("smoke", dcgan_subset=16, dcgan_epochs=1, encoder_epochs=1,
-                       c3lt_epochs=1, c3lt_subset=8)
-    ex = C3LT.from_profile(tiny_classifier, dataset="mnist", profile=prof, seed=0, pair=(0, 1))
+    monkeypatch.setattr(catalog, "load_split", fake_split)
+    prof = get_profile("smoke", c3lt=dict(dcgan_subset=16, dcgan_epochs=1, encoder_epochs=1,
+                                          c3lt_epochs=1, c3lt_subset=8))
+    ex = catalog.build("C3LT", tiny_classifier, dataset="mnist", profile=prof, seeds=0,
+                       pair=(0, 1))
     assert ex.fitted and (ex.query_class, ex.target_class) == (0, 1)
     cf = ex.explain(x[y == 0][:4], 1)
     assert cf.x_cf.shape == (4, 1, 28, 28)
@@ -251,12 +252,15 @@ def test_zoo_and_factory_end_to_end(tiny_classifier, bars, tmp_cache, monkeypatc
 
     monkeypatch.setattr(dcgan_mod, "train_dcgan", boom)
     monkeypatch.setattr(dcgan_mod, "train_encoder", boom)
+    monkeypatch.setattr(zoo, "train_dcgan", boom)
+    monkeypatch.setattr(zoo, "train_encoder", boom)
     monkeypatch.setattr(C3LT, "_train", boom)
     (G, D), info = zoo.dcgan("mnist", prof, seed=0)
     E, einfo = zoo.c3lt_encoder("mnist", prof, seed=0)
     assert isinstance(G, Generator) and isinstance(D, Discriminator)
     assert "loss_d" in info and "test_recon_l1" in einfo
-    ex2 = C3LT.from_profile(tiny_classifier, dataset="mnist", profile=prof, seed=0, pair="0->1")
+    ex2 = catalog.build("C3LT", tiny_classifier, dataset="mnist", profile=prof, seeds=0,
+                        pair="0->1")
     assert torch.equal(ex2.explain(x[y == 0][:4], 1).x_cf, cf.x_cf)
     with pytest.raises(ValueError, match="equal"):
-        C3LT.from_profile(tiny_classifier, dataset="mnist", profile=prof, pair=(1, 1))
+        catalog.build("C3LT", tiny_classifier, dataset="mnist", profile=prof, pair=(1, 1))

@@ -1,12 +1,15 @@
 """The method catalog: every method built with one call, explaining a batch, leaving the
-caller's model, flags and RNG as they were; methods not tied to 28x28 take 3x32x32."""
+caller's model, flags and RNG as they were; methods not tied to 28x28 take 3x32x32, and
+classifiers with other class counts (a 20-class model, pair (0, 15), targets 10..19)."""
 from __future__ import annotations
 
 import pytest
 import torch
 from torch import nn
 
-from cflib.explainers import METHODS, Explainer, get_method
+from cflib.bench import catalog
+from cflib.bench.catalog import CATALOG
+from cflib.explainers import EXPLAINERS, Explainer, get_explainer
 from cflib.models import ConvAutoencoder, LatentAutoencoder
 from cflib.models.dcgan import DCGAN, EncoderDCGAN
 
@@ -31,29 +34,33 @@ def _state(model: nn.Module):
 
 
 def test_the_catalog_holds_every_method_of_the_tables():
-    assert list(METHODS) == ["Original Data", "Query (unchanged)", "Adv. Attack", "CEM",
+    assert list(CATALOG) == list(EXPLAINERS) == ["Original Data", "Query (unchanged)", "Adv. Attack", "CEM",
                              "CEM (targeted)", "CVE", "CVE (receptive field)", "ExpGAN",
                              "C3LT", "C3LT (reconstruction)",
                              "Wachter", "BayesCF", "ROAR", "Schut", "PSCE", "Latent PGD"]
-    assert all(issubclass(cls, Explainer) and cls.name == name for name, cls in METHODS.items())
+    assert all(issubclass(cls, Explainer) and cls.name == name
+               for name, cls in EXPLAINERS.items())
+    assert all(e.cls is EXPLAINERS[name] for name, e in CATALOG.items())
     with pytest.raises(ValueError, match="unknown method 'DiCE'.*C3LT"):
-        get_method("DiCE")
+        get_explainer("DiCE")
+    with pytest.raises(ValueError, match="did you mean 'C3LT'"):
+        catalog.get_entry("C3TL")
 
 
-@pytest.mark.parametrize("name", list(METHODS))
+@pytest.mark.parametrize("name", list(CATALOG))
 def test_every_method_builds_from_one_call_and_explains_a_batch(name, tiny_classifier, bars,
                                                                 data):
     x, y = bars
     xq = x[y == 0][:4]
-    ex = METHODS[name].from_profile(tiny_classifier, dataset="mnist", profile="smoke", seed=0,
-                                    pair=(0, 1), **data)
+    ex = catalog.build(name, tiny_classifier, dataset="mnist", profile="smoke", seeds=0,
+                       pair=(0, 1), **data)
     cf = ex.explain(xq, 1, seed=0)
     assert cf.method == name and cf.x_cf.shape == xq.shape
     assert torch.isfinite(cf.x_cf).all() and cf.x_cf.abs().max() <= 1
     assert cf.success.shape == (4,) and cf.meta["config"] and cf.seconds >= 0
 
 
-@pytest.mark.parametrize("name", list(METHODS))
+@pytest.mark.parametrize("name", list(CATALOG))
 def test_explain_and_fit_leave_the_callers_state_as_it_was(name, bars, data):
     from cflib.models import C3LTClassifier
     from cflib.training import train_classifier
@@ -69,8 +76,8 @@ def test_explain_and_fit_leave_the_callers_state_as_it_was(name, bars, data):
     caller = {**data, "autoencoder": ae}
     before_clf, before_ae = _state(clf), _state(ae)
     rng = torch.random.get_rng_state()
-    ex = METHODS[name].from_profile(clf, dataset="mnist", profile="smoke", seed=0, pair=(0, 1),
-                                    **caller)
+    ex = catalog.build(name, clf, dataset="mnist", profile="smoke", seeds=0, pair=(0, 1),
+                       **caller)
     ex.explain(x[y == 0][:3], 1, seed=3)
     assert torch.equal(torch.random.get_rng_state(), rng)
     for before, model in ((before_clf, clf), (before_ae, ae)):
@@ -103,7 +110,7 @@ class SmallRGB(nn.Module):
         return self.head(self.conv(x))
 
 
-@pytest.mark.parametrize("name", sorted(set(METHODS) - TIED_TO_28))
+@pytest.mark.parametrize("name", sorted(set(CATALOG) - TIED_TO_28))
 def test_methods_take_rgb_32x32_batches_and_other_class_counts(name):
     from cflib.training import train_classifier
 
@@ -122,19 +129,50 @@ def test_methods_take_rgb_32x32_batches_and_other_class_counts(name):
     data = dict(train=(x, y), pool=(x, y), autoencoder=None, cache=False,
                 latent_autoencoder=LatentAutoencoder(channels=3, image_size=32)
                 .fit_latent_stats(x).eval())
-    ex = METHODS[name].from_profile(clf, dataset="mnist", profile="smoke", seed=0, pair=(q, t),
-                                    **data)
+    ex = catalog.build(name, clf, dataset="mnist", profile="smoke", seeds=0, pair=(q, t),
+                       **data)
     cf = ex.explain(x[y == q][:3], t)
     assert cf.x_cf.shape == (len(cf), 3, 32, 32) and torch.isfinite(cf.x_cf).all()
     with pytest.raises(ValueError, match=r"0\.\.4"):
         ex.explain(x[:3], 7)          # the classifier has 5 outputs
 
 
-def test_from_profile_names_unknown_data_and_missing_pairs(tiny_classifier):
+def test_build_names_unknown_data_and_missing_pairs(tiny_classifier):
     with pytest.raises(TypeError, match="unknown data argument.*'pools'"):
-        METHODS["CEM"].from_profile(tiny_classifier, dataset="mnist", profile="smoke",
-                                    pools=None)
+        catalog.build("CEM", tiny_classifier, dataset="mnist", profile="smoke", pools=None)
     with pytest.raises(ValueError, match="pair=\\(query, target\\)"):
-        METHODS["CVE"].from_profile(tiny_classifier, dataset="mnist", profile="smoke")
+        catalog.build("CVE", tiny_classifier, dataset="mnist", profile="smoke")
     with pytest.raises(ValueError, match="unknown profile"):
-        METHODS["Schut"].from_profile(tiny_classifier, dataset="mnist", profile="huge")
+        catalog.build("Schut", tiny_classifier, dataset="mnist", profile="huge")
+    with pytest.raises(ValueError, match="class 12 of pair 0->12 is not a class"):
+        catalog.build("Adv. Attack", tiny_classifier, dataset="mnist", profile="smoke",
+                      pair=(0, 12))
+
+
+def _twenty_class_rgb():
+    """A 20-class 3x32x32 classifier (untrained: only the output width matters here)."""
+    torch.manual_seed(0)
+    return SmallRGB(n_classes=20).eval()
+
+
+def test_a_core_explainer_explains_a_20_class_rgb_model_towards_classes_10_to_19():
+    from cflib.explainers import AdvAttack
+
+    clf = _twenty_class_rgb()
+    x = torch.rand(6, 3, 32, 32) * 2 - 1
+    targets = torch.arange(10, 16) + 4 * (torch.arange(6) % 2)      # 10..19
+    cf = AdvAttack(clf, steps=5).explain(x, targets, seed=0)
+    assert cf.target.tolist() == targets.tolist() and cf.x_cf.shape == x.shape
+    with pytest.raises(ValueError, match=r"0\.\.19"):
+        AdvAttack(clf, steps=5).explain(x, 20)
+
+
+def test_the_catalog_takes_pair_0_15_for_a_20_class_model():
+    clf = _twenty_class_rgb()
+    x = torch.rand(4, 3, 32, 32) * 2 - 1
+    for name in ("Adv. Attack", "Query (unchanged)", "Wachter", "Schut"):
+        ex = catalog.build(name, clf, profile="smoke", pair=(0, 15), image_shape=(3, 32, 32))
+        assert ex.explain(x, 15, seed=0).target.unique().tolist() == [15]
+    with pytest.raises(ValueError, match="no training image of class 15"):
+        catalog.build("ExpGAN", clf, dataset="mnist", profile="smoke", pair=(0, 15),
+                      image_shape=(3, 32, 32))

@@ -107,8 +107,8 @@ def test_cem_bad_input(tiny_classifier, queries):
         CEM(tiny_classifier, max_iterations=1).explain(queries, target=11)
 
 
-def test_cem_from_profile_uses_sizes_and_all_class_ae(tiny_classifier, monkeypatch):
-    from cflib import zoo
+def test_cem_from_the_catalog_uses_sizes_and_all_class_ae(tiny_classifier, monkeypatch):
+    from cflib.bench import catalog, zoo
 
     calls = []
 
@@ -117,12 +117,13 @@ def test_cem_from_profile_uses_sizes_and_all_class_ae(tiny_classifier, monkeypat
         return ConvAutoencoder(), {}
 
     monkeypatch.setattr(zoo, "autoencoder", fake_autoencoder)
-    ex = CEM.from_profile(tiny_classifier, dataset="mnist", profile="smoke", seed=3, pair=(4, 9))
+    ex = catalog.build("CEM", tiny_classifier, dataset="mnist", profile="smoke", seeds=3,
+                       pair=(4, 9))
     assert calls == [("mnist", None, "smoke", 3)]
     assert ex.autoencoder is not None and ex.config.gamma > 0
-    from cflib.profiles import get_profile
+    from cflib.bench.profiles import get_profile
     smoke = get_profile("smoke")
-    assert ex.config.max_iterations == smoke.cem_max_iterations
-    assert ex.config.c_steps == smoke.cem_c_steps
+    assert ex.config.max_iterations == smoke.c3lt.cem_max_iterations
+    assert ex.config.c_steps == smoke.c3lt.cem_c_steps
     with pytest.raises(ValueError, match="equal"):
-        CEM.from_profile(tiny_classifier, dataset="mnist", profile="smoke", pair=(4, 4))
+        catalog.build("CEM", tiny_classifier, dataset="mnist", profile="smoke", pair=(4, 4))

@@ -164,8 +164,9 @@ def test_cve_bad_pool(tiny_classifier, split):
         CVE(torch.nn.Linear(3, 2))
 
 
-def test_cve_from_profile_uses_target_class_train_images(tiny_classifier, bars, monkeypatch):
-    import cflib.data
+def test_cve_from_the_catalog_uses_target_class_train_images(tiny_classifier, bars,
+                                                             monkeypatch):
+    from cflib.bench import catalog
 
     x, y = bars
     splits = []
@@ -174,11 +175,11 @@ def test_cve_from_profile_uses_target_class_train_images(tiny_classifier, bars, 
         splits.append((dataset, split))
         return x, y
 
-    monkeypatch.setattr(cflib.data, "load_split", fake_load_split)
-    ex = CVE.from_profile(tiny_classifier, dataset="mnist", profile="smoke", pair="0->1")
+    monkeypatch.setattr(catalog, "load_split", fake_load_split)
+    ex = catalog.build("CVE", tiny_classifier, dataset="mnist", profile="smoke", pair="0->1")
     assert splits == [("mnist", "train")]
-    from cflib.profiles import get_profile
-    assert ex.config.n_distractors == get_profile("smoke").cve_n_distractors
+    from cflib.bench.profiles import get_profile
+    assert ex.config.n_distractors == get_profile("smoke").c3lt.cve_n_distractors
     assert (ex.pool_y == 1).all() and len(ex.pool_y) > 100
 
 

@@ -3,9 +3,9 @@ import pytest
 import torch
 import torchvision
 
-from cflib import data
-from cflib.data import CF_PAIRS, check_pair, class_subset, load_split, parse_pair
-from cflib.profiles import get_profile
+from cflib.bench import data
+from cflib.bench.data import CF_PAIRS, check_pair, class_subset, load_split, parse_pair
+from cflib.bench.profiles import get_profile
 
 HAVE = {name: (data.data_root() / folder / "raw" / "t10k-images-idx3-ubyte").exists()
         for name, folder in (("mnist", "MNIST"), ("fmnist", "FashionMNIST"))}

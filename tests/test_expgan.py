@@ -99,8 +99,8 @@ def test_second_fit_loads_from_cache(tiny_classifier, bars, tmp_cache, monkeypat
             xq, xt, pair=(0, 1), cache=cache)
 
 
-def test_from_profile_uses_train_split_and_cache(tiny_classifier, bars, tmp_cache, monkeypatch):
-    import cflib.data
+def test_the_catalog_uses_train_split_and_cache(tiny_classifier, bars, tmp_cache, monkeypatch):
+    from cflib.bench import catalog
 
     calls = []
 
@@ -108,12 +108,13 @@ def test_from_profile_uses_train_split_and_cache(tiny_classifier, bars, tmp_cach
         calls.append(split)
         return bars
 
-    monkeypatch.setattr(cflib.data, "load_split", fake_split)
-    ex = ExpGAN.from_profile(tiny_classifier, dataset="mnist", profile="smoke", seed=0, pair=(0, 1))
+    monkeypatch.setattr(catalog, "load_split", fake_split)
+    ex = catalog.build("ExpGAN", tiny_classifier, dataset="mnist", profile="smoke", seeds=0,
+                       pair=(0, 1))
     assert calls == ["train"]
     assert ex.config.epochs == 1 and ex.pair == (0, 1)
     assert len(list(tmp_cache.glob("expgan-*.pt"))) == 1
     monkeypatch.setattr(ExpGAN, "_train", lambda *a, **k: pytest.fail("retrained"))
-    again = ExpGAN.from_profile(tiny_classifier, dataset="mnist", profile="smoke", seed=0,
-                                pair="0->1")
+    again = catalog.build("ExpGAN", tiny_classifier, dataset="mnist", profile="smoke", seeds=0,
+                          pair="0->1")
     assert torch.equal(again.explain(bars[0][:4], 1).x_cf, ex.explain(bars[0][:4], 1).x_cf)

@@ -61,7 +61,7 @@ def test_early_stopping_keeps_the_best_epoch(bars):
 
 
 def test_holdout_is_seeded_and_disjoint():
-    from cflib.data import holdout
+    from cflib.bench.data import holdout
 
     x = torch.arange(20.0).view(20, 1, 1, 1)
     a, b = holdout(x, 0.1, seed=3)
@@ -104,8 +104,8 @@ def test_robustness_auc_on_known_curves():
 
 
 def test_kendall_tau_and_ranking_agreement():
-    from cflib.reference import reported_on_our_scale
-    from cflib.report import kendall_tau, ranking_agreement
+    from cflib.bench.reference import reported_on_our_scale
+    from cflib.book.report import kendall_tau, ranking_agreement
 
     assert kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
     assert kendall_tau([1, 2, 3], [3, 2, 1]) == -1.0
@@ -123,7 +123,7 @@ def test_kendall_tau_and_ranking_agreement():
 
 
 def test_separation_auc_and_tuning_rules():
-    from cflib.tuning import best_expgan, best_im_autoencoder, separation_auc
+    from cflib.bench.tuning import best_expgan, best_im_autoencoder, separation_auc
 
     assert separation_auc(torch.tensor([0.1, 0.2]), torch.tensor([1.0, 2.0])) == 1.0
     assert separation_auc(torch.tensor([1.0]), torch.tensor([1.0])) == 0.5
@@ -150,8 +150,8 @@ def test_separation_auc_and_tuning_rules():
 
 
 def test_the_librarys_choices_are_the_committed_winners():
-    from cflib import tuning, zoo
-    from cflib.results import read_table
+    from cflib.bench import tuning, zoo
+    from cflib.bench.results import read_table
 
     im = read_table(tuning.TUNING_DIR / "im_autoencoder.csv")
     assert zoo.IM_CLASS_AE == tuning.best_im_autoencoder(im)
@@ -160,7 +160,7 @@ def test_the_librarys_choices_are_the_committed_winners():
     for dataset, choice in tuning.EXPGAN_CHOICE.items():
         assert choice == tuning.best_expgan(eg, dataset), dataset
     # no choice was made on a pair of the tables
-    from cflib.data import CF_PAIRS
+    from cflib.bench.data import CF_PAIRS
 
     for dataset, (q, t) in tuning.VALIDATION_PAIRS.items():
         assert (q, t) not in CF_PAIRS[dataset]

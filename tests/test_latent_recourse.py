@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from cflib.explainers import METHODS, LatentRecourse, LatentRecourseConfig
+from cflib.explainers import EXPLAINERS, LatentRecourse, LatentRecourseConfig
 from cflib.explainers.latent import better_restart, pixel_l1, project
 from cflib.models import LatentAutoencoder
 from cflib.quantization import QuantSmallCNN
@@ -18,7 +18,7 @@ def queries(bars):
 
 
 def test_the_catalog_holds_latent_pgd():
-    assert METHODS["Latent PGD"] is LatentRecourse
+    assert EXPLAINERS["Latent PGD"] is LatentRecourse
     cfg = LatentRecourseConfig()
     assert (cfg.radius, cfg.steps, cfg.step_size, cfg.restarts, cfg.latent) == (
         4.0, 40, 0.08, 2, "standardised")
@@ -47,7 +47,7 @@ def test_standardise_round_trip_and_unchanged_latent_decodes_the_reconstruction(
         assert u.mean().abs() < 1.0
         solver = LatentRecourse(torch.nn.Identity(), autoencoder=ae)
         assert torch.allclose(solver._decode(u), ae(x[:16]), atol=1e-5)
-    with pytest.raises(ValueError, match="zoo.latent_autoencoder or call fit_latent_stats"):
+    with pytest.raises(ValueError, match="call fit_latent_stats"):
         LatentAutoencoder().standardise(z)
 
 
@@ -157,9 +157,9 @@ def test_bad_solver_configs_are_named(kwargs, match):
 def test_bad_autoencoders_and_images_are_named(small_cnn_bars, latent_ae_bars, queries):
     from cflib.models import ConvAutoencoder
 
-    with pytest.raises(TypeError, match="encode\\(\\) and decode\\(\\).*zoo.latent_autoencoder"):
+    with pytest.raises(TypeError, match="encode\\(\\) and decode\\(\\).*LatentAutoencoder"):
         LatentRecourse(small_cnn_bars, autoencoder=ConvAutoencoder())
-    with pytest.raises(ValueError, match="zoo.latent_autoencoder or call fit_latent_stats"):
+    with pytest.raises(ValueError, match="call fit_latent_stats"):
         LatentRecourse(small_cnn_bars, autoencoder=LatentAutoencoder())
     ex = LatentRecourse(small_cnn_bars, autoencoder=latent_ae_bars, steps=1)
     with pytest.raises(ValueError, match="scaled to \\[-1, 1\\]"):

@@ -3,7 +3,7 @@ only call the library, and the lint rules hold."""
 import ast
 import re
 
-from cflib.data import PROJECT_ROOT
+from cflib.bench.data import PROJECT_ROOT
 
 NOTEBOOKS = sorted((PROJECT_ROOT / "notebooks").glob("*.py"))
 LIBRARY = sorted((PROJECT_ROOT / "cflib").rglob("*.py"))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cflib import data
-from cflib.chapters import CHAPTERS
-from cflib.data import PROJECT_ROOT
+from cflib.bench import data
+from cflib.bench.data import PROJECT_ROOT
+from cflib.book.chapters import CHAPTERS
 
 pytestmark = [
     pytest.mark.slow,
@@ -76,7 +76,7 @@ def test_a_changed_chapter_is_the_only_one_re_executed(committed_chapters_fresh,
                                                        tmp_path):
     src = fresh_clone / "notebooks" / "cross_dataset.py"
     src.write_text(src.read_text() + '\n# %%\nprint("an edited chapter")\n')
-    out, _ = _run(fresh_clone, "cflib.build_chapter", "all", "--stale-only",
+    out, _ = _run(fresh_clone, "cflib.book.build", "all", "--stale-only",
                   cache=tmp_path / "cache")
     assert "[cross_dataset] executing" in out
     assert out.count("executing at profile") == 1, out[-3000:]

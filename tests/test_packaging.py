@@ -2,7 +2,7 @@
 import re
 import tomllib
 
-from cflib.data import PROJECT_ROOT
+from cflib.bench.data import PROJECT_ROOT
 
 
 def test_environment_yml_matches_pyproject():

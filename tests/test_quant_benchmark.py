@@ -1,35 +1,35 @@
 """The quantization table end to end at the smoke profile (Fashion-MNIST files needed), and
-every bad input of QUANT.md section 12 raising before anything is trained."""
+every bad input raising before anything is trained."""
 import math
 
 import pandas as pd
 import pytest
 import torch
 
-from cflib.data import load_split
-from cflib.profiles import get_profile
-from cflib.quant_benchmark import (
-    QUANT_PAIR,
+from cflib.bench.data import load_split
+from cflib.bench.profiles import get_profile
+from cflib.bench.results import COLUMNS, read_results, write_run
+from cflib.bench.seeds import Seeds
+from cflib.bench.tables.quant import (
     QUANT_ROWS,
     run_quant,
     run_quant_table,
     shape_checks,
     summarise,
 )
-from cflib.quantization import QUANT_METHODS
-from cflib.results import COLUMNS, read_results, write_run
+from cflib.quantization import RECIPES
 
 pytestmark = pytest.mark.data
 
 #: the smoke sizes; Accuracy on 1,000 test images and a sweep of the table's widths only
 #: (4 and 8 bits are PTQ INT4 and INT8: nothing more is trained)
-SMALL = dict(quant_test_subset=1000, quant_sweep_bits=(4, 8))
+SMALL = dict(test_subset=1000, sweep_bits=(4, 8))
 MAIN = ["Accuracy", "VD", "CRG", "DirSim", "Overhead", "VD_ci95", "CRG_ci95", "DirSim_ci95"]
 TIMING = {"Overhead", "Train_seconds", "Compress_seconds"}
 
 
 def small(**kw):
-    return get_profile("smoke", **{**SMALL, **kw})
+    return get_profile("smoke", quant={**SMALL, **kw})
 
 
 def _no_cache_written(cache):
@@ -37,21 +37,21 @@ def _no_cache_written(cache):
 
 
 def test_the_table_sweep_and_bits_are_written_and_reproducible(tmp_cache, tmp_path):
-    run = run_quant_table("fmnist", small(), seeds=[0])
+    run = run_quant_table("fmnist", small(), train_seeds=[0])
     paths = write_run(run, "fashion_mnist_quant", tmp_path / "a")
     assert [p.name for p in paths] == ["fashion_mnist_quant.csv", "fashion_mnist_quant_sweep.csv",
                                        "fashion_mnist_quant_bits.csv"]
     df = read_results(paths[0])
     assert list(df.columns) == COLUMNS
-    assert set(df["pair"]) == {QUANT_PAIR} == {"any->0"}
+    assert set(df["pair"]) == {""} and set(df["model"]) == {""}
     assert set(df["dataset"]) == {"fmnist"} and set(df["profile"]) == {"smoke"}
-    main = df[df["setting"] == ""]
+    main = df[df["variant"] == ""]
     assert list(dict.fromkeys(main["method"])) == QUANT_ROWS
     fp = main[main["method"] == "FP32"].set_index("metric")["value"]
     assert set(fp.index) == {"Accuracy", "FP_Feasible", "Median_delta", "Train_seconds",
                              "N_queries", "N_fp_feasible", "N_already_target"}
     assert fp["FP_Feasible"] > 0 and 0 < fp["Accuracy"] <= 1
-    for m in QUANT_METHODS:
+    for m in RECIPES:
         v = main[main["method"] == m].set_index("metric")["value"]
         assert all(math.isfinite(v[k]) for k in MAIN), (m, v[MAIN].to_dict())
         assert 0 <= v["VD"] <= 1 and -1 <= v["DirSim"] <= 1 and 0 < v["Accuracy"] <= 1
@@ -59,24 +59,26 @@ def test_the_table_sweep_and_bits_are_written_and_reproducible(tmp_cache, tmp_pa
     assert ov["PTQ INT8"] == pytest.approx(1.0)
     sp = main[(main["method"] == "Prune+Quant") & (main["metric"] == "Sparsity")]["value"].item()
     assert sp >= 0.2999
-    assert set(df["setting"]) == {"", "repo_init", "raw_latent", "own_fp_reference"}
+    assert set(df["variant"]) == {"", "repo_init", "raw_latent", "own_fp_reference"}
 
     sweep = pd.read_csv(paths[1])
-    assert list(sweep.columns) == ["bits", "metric", "value", "seed", "profile"]
+    assert list(sweep.columns) == ["bits", "metric", "value", "train_seed", "profile"]
     assert set(sweep["bits"]) == {4, 8} and set(sweep["metric"]) == {"Accuracy", "VD",
                                                                      "Transfer_Margin"}
     bits = pd.read_csv(paths[2])
-    assert list(bits.columns) == ["method", "quantizer", "bits", "seed", "profile"]
+    assert list(bits.columns) == ["method", "quantizer", "bits", "train_seed", "profile"]
     assert len(bits) == 7 * 7 and set(bits["bits"]) <= {2, 3, 4, 8}
     assert set(bits[bits["method"] == "PTQ INT8"]["bits"]) == {8}
 
     checks = shape_checks(run)
-    paired = checks[checks["expectation"].str.contains("paired")]
+    paired = checks[checks["expectation"].str.contains("on the same queries")]
     assert len(paired) == 4 and paired["holds"].isin([True, False]).all()
+    assert set(checks["verdict"]) <= {"holds", "fails", "not tested"}
+    assert (paired["ci_low"] <= paired["difference"]).all()
     assert not summarise(run.results).empty and not run.checks.empty
 
     # a second run from the same cache: identical files but for the timings
-    again = run_quant_table("fmnist", small(), seeds=[0])
+    again = run_quant_table("fmnist", small(), train_seeds=[0])
     paths2 = write_run(again, "fashion_mnist_quant", tmp_path / "b")
     a, b = (read_results(p) for p in (paths[0], paths2[0]))
     keep = ~a["metric"].isin(TIMING)
@@ -92,19 +94,20 @@ def _first_draw_label(seed=0):
 
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(methods=["PTQ INT2"]), ValueError,
-     r"unknown quantization method 'PTQ INT2'.*'PTQ INT8'.*'Prune\+Quant'"),
-    (dict(target=10), ValueError, r"target classes must be in 0\.\.9"),
-    (dict(profile=small(quant_val_fraction=0.0)), ValueError, "calibration set is empty"),
-    (dict(profile=small(quant_train_subset=5, quant_val_fraction=0.05)), ValueError,
-     "calibration set is empty.*raise quant_val_fraction"),
-    (dict(profile=small(quant_sweep_bits=(1, 8))), ValueError, r"2\.\.8, got 1"),
+     r"unknown compression recipe 'PTQ INT2'.*'PTQ INT8'.*'Prune\+Quant'"),
+    (dict(target=10), ValueError, r"target 10 is not a class"),
+    (dict(profile=small(val_fraction=0.0)), ValueError, "calibration set is empty"),
+    (dict(profile=small(train_subset=5, val_fraction=0.05)), ValueError,
+     "calibration set is empty.*raise val_fraction"),
+    (dict(profile=small(sweep_bits=(1, 8))), ValueError, r"2\.\.8, got 1"),
     (dict(profile="huge"), ValueError, "unknown profile 'huge'"),
     (dict(dataset="cifar"), ValueError, "unknown dataset 'cifar'"),
-    (dict(seeds=[]), ValueError, "seeds must be a non-empty list"),
+    (dict(train_seeds=[]), ValueError, "train_seeds must be a non-empty list"),
+    (dict(data_seed=-1), ValueError, "data seed must be an int >= 0"),
     (dict(device="tpu"), ValueError, "use device='cpu'"),
 ])
 def test_bad_inputs_raise_before_anything_is_trained(kwargs, error, match, tmp_cache):
-    args = {**dict(dataset="fmnist", profile=small(), seeds=[0]), **kwargs}
+    args = {**dict(dataset="fmnist", profile=small(), train_seeds=[0]), **kwargs}
     with pytest.raises(error, match=match):
         run_quant_table(**args)
     assert _no_cache_written(tmp_cache)
@@ -113,23 +116,23 @@ def test_bad_inputs_raise_before_anything_is_trained(kwargs, error, match, tmp_c
 def test_a_target_that_leaves_no_query_is_named(tmp_cache):
     t = _first_draw_label()
     with pytest.raises(ValueError, match=f"no test image outside class {t} among the first 1 "
-                                         "draws; raise quant_n_queries"):
-        run_quant_table("fmnist", small(quant_n_queries=1), seeds=[0], target=t)
-    with pytest.raises(ValueError, match="raise quant_n_queries"):
-        run_quant("fmnist", small(quant_n_queries=1), seed=0, target=t)
+                                         "draws; raise quant.n_queries"):
+        run_quant_table("fmnist", small(n_queries=1), train_seeds=[0], target=t)
+    with pytest.raises(ValueError, match="raise quant.n_queries"):
+        run_quant("fmnist", small(n_queries=1), seeds=Seeds(), target=t)
     assert _no_cache_written(tmp_cache)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
 def test_cuda_without_cuda_names_the_fix(tmp_cache):
     with pytest.raises(ValueError, match="CUDA is not available.*use device='cpu'"):
-        run_quant_table("fmnist", small(), seeds=[0], device="cuda")
+        run_quant_table("fmnist", small(), train_seeds=[0], device="cuda")
     assert _no_cache_written(tmp_cache)
 
 
 def test_zoo_quantized_checks_the_method_before_training(tmp_cache):
-    from cflib import zoo
+    from cflib.bench import zoo
 
-    with pytest.raises(ValueError, match="unknown quantization method 'PTQ INT2'"):
+    with pytest.raises(ValueError, match="unknown compression recipe 'PTQ INT2'"):
         zoo.quantized("PTQ INT2", "fmnist", small())
     assert _no_cache_written(tmp_cache)

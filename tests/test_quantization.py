@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from cflib.models import C3LTClassifier, SmallCNN
-from cflib.quantization import QUANT_METHODS, PTQConfig, QATConfig, QuantSmallCNN, fake
+from cflib.quantization import RECIPES, PTQConfig, QATConfig, QuantSmallCNN, fake
 from cflib.quantization.fake import (
     Quantizer,
     budget_penalty,
@@ -19,7 +19,7 @@ from cflib.quantization.fake import (
     round_ste,
     temperature,
 )
-from cflib.quantization.methods import (
+from cflib.quantization.recipes import (
     Pool,
     TeacherPoints,
     calibrate_ptq,
@@ -27,7 +27,6 @@ from cflib.quantization.methods import (
     compress,
     kd_loss,
     magnitude_prune,
-    method_config,
     qat_loss,
     teacher_points,
     train_qat,
@@ -187,7 +186,7 @@ def test_ptq_changes_only_steps_and_clips_and_lowers_the_logit_mse(small_cnn_bar
 def test_ptq_int8_agrees_with_fp_on_the_tiny_classifier(small_cnn_bars, bars):
     x, y = bars
     pool = Pool(x[:192], y[:192], x[192:], y[192:])
-    cfg = replace(QUANT_METHODS["PTQ INT8"], epochs=1)
+    cfg = replace(RECIPES["PTQ INT8"], epochs=1)
     q = QuantSmallCNN(bits=(8,), init_bit=8, fixed_bits=8)
     info = compress(q, cfg, small_cnn_bars, pool)
     with torch.no_grad():
@@ -204,7 +203,7 @@ def test_cf_ptq_calibration_set_is_nontarget_images_plus_one_teacher_point_each(
     assert len(xc) == 2 * keep.sum()
     assert torch.equal(xc[:keep.sum()], x[:40][keep])
     assert not torch.equal(xc[keep.sum():], x[:40][keep]) and 0 <= rate <= 1
-    with pytest.raises(ValueError, match="calibration set is empty.*quant_val_fraction"):
+    with pytest.raises(ValueError, match="calibration set is empty"):
         cf_calibration_set(small_cnn_bars, latent_ae_bars, x[y == 0][:4], y[y == 0][:4], 0)
 
 
@@ -241,7 +240,7 @@ def test_cfq_loss_cf_term_and_eta_zero_equals_mixedprec(small_cnn_bars, bars):
 
 
 def test_train_qat_uses_only_the_teacher_set(small_cnn_bars, bars, monkeypatch):
-    from cflib.quantization import methods
+    from cflib.quantization import recipes as methods
 
     x, y = bars
     seen = []
@@ -291,21 +290,22 @@ def test_kd_loss_matches_the_formula():
 
 
 def test_the_registry_holds_exactly_the_seven_listed_rows():
-    assert list(QUANT_METHODS) == ["PTQ INT8", "CFQ-QAT", "CF-PTQ", "MixedPrec-QAT", "KD+Quant",
+    assert list(RECIPES) == ["PTQ INT8", "CFQ-QAT", "CF-PTQ", "MixedPrec-QAT", "KD+Quant",
                                    "PTQ INT4", "Prune+Quant"]
-    assert QUANT_METHODS["CFQ-QAT"].eta == 1.0 and QUANT_METHODS["MixedPrec-QAT"].eta == 0.0
-    assert QUANT_METHODS["Prune+Quant"].prune_fraction == 0.30
-    assert QUANT_METHODS["KD+Quant"].kd_temperature == 2.0
-    assert QUANT_METHODS["CF-PTQ"].cf_aware and QUANT_METHODS["PTQ INT4"].bits == 4
-    from cflib.profiles import get_profile
+    assert RECIPES["CFQ-QAT"].eta == 1.0 and RECIPES["MixedPrec-QAT"].eta == 0.0
+    assert RECIPES["Prune+Quant"].prune_fraction == 0.30
+    assert RECIPES["KD+Quant"].kd_temperature == 2.0
+    assert RECIPES["CF-PTQ"].cf_aware and RECIPES["PTQ INT4"].bits == 4
+    from cflib.bench.profiles import get_profile
+    from cflib.bench.zoo import recipe_config
 
     smoke = get_profile("smoke")
-    cfg = method_config("CFQ-QAT", smoke)
-    assert cfg == replace(QUANT_METHODS["CFQ-QAT"], epochs=smoke.quant_qat_epochs,
-                          student_epochs=smoke.quant_clf_epochs)
-    assert method_config("PTQ INT4", smoke).epochs == smoke.quant_calib_epochs
-    with pytest.raises(ValueError, match=r"unknown quantization method 'PTQ INT2'.*'PTQ INT8'"):
-        method_config("PTQ INT2", smoke)
+    cfg = recipe_config("CFQ-QAT", smoke)
+    assert cfg == replace(RECIPES["CFQ-QAT"], epochs=smoke.quant.qat_epochs,
+                          student_epochs=smoke.quant.clf_epochs)
+    assert recipe_config("PTQ INT4", smoke).epochs == smoke.quant.calib_epochs
+    with pytest.raises(ValueError, match=r"unknown compression recipe 'PTQ INT2'.*'PTQ INT8'"):
+        recipe_config("PTQ INT2", smoke)
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -350,8 +350,8 @@ def test_the_quantized_cache_key_follows_the_fp_model_the_ae_and_the_config(
         small_cnn_bars, latent_ae_bars, monkeypatch):
     import copy
 
-    from cflib import zoo
-    from cflib.training import cache_key
+    from cflib.bench import zoo
+    from cflib.cache import cache_key
 
     keys = []
     monkeypatch.setattr(zoo, "cached", lambda kind, cfg, *a, **k: (keys.append(cache_key(cfg)),
@@ -370,5 +370,5 @@ def test_the_quantized_cache_key_follows_the_fp_model_the_ae_and_the_config(
     with torch.no_grad():
         ae2.code_std.mul_(1.01)
     assert key(fp=fp2) != base and key(ae=ae2) != base
-    assert key(config=replace(QUANT_METHODS["PTQ INT8"], init="repo")) != base
+    assert key(config=replace(RECIPES["PTQ INT8"], init="repo")) != base
     assert key("CFQ-QAT") != key("MixedPrec-QAT")

@@ -2,23 +2,26 @@
 import pandas as pd
 import pytest
 
-from cflib import report
-from cflib.c3lt_benchmark import check_methods
-from cflib.reference import load_reported, reported_on_our_scale
-from cflib.results import COLUMNS, shape_checks, with_pair_means
+from cflib.bench.catalog import check_methods
+from cflib.bench.reference import load_reported, reported_on_our_scale
+from cflib.bench.results import pair_means, tidy, with_pair_means
+from cflib.bench.runner import shape_checks
+from cflib.book import report
+from cflib.book.build import notebook as nb_tools
+from cflib.book.report import readme as readme_tools
 
 
 def rows(values):
-    return pd.DataFrame([{"dataset": "mnist", "pair": p, "method": m, "setting": "",
-                          "metric": k, "value": v, "seed": 0, "profile": "smoke"}
-                         for (p, m, k), v in values.items()])[COLUMNS]
+    return tidy([{"dataset": "mnist", "pair": p, "method": m, "metric": k, "value": v,
+                  "train_seed": 0, "data_seed": 0, "profile": "smoke"}
+                 for (p, m, k), v in values.items()])
 
 
 def test_pair_means_are_means_over_pairs():
     df = with_pair_means(rows({("4->9", "CEM", "IM1"): 1.0, ("3->8", "CEM", "IM1"): 2.0,
                                ("5->6", "CEM", "IM1"): 6.0}))
-    assert df[df["pair"] == "mean"]["value"].item() == pytest.approx(3.0)
-    assert len(df) == 4
+    assert pair_means(df)["value"].item() == pytest.approx(3.0)
+    assert pair_means(df)["pair"].item() == "" and len(df) == 4
 
 
 def test_reported_values_are_the_reference_file():
@@ -47,27 +50,28 @@ def test_comparison_table_puts_ours_beside_paper_on_table_scale():
 def test_shape_checks_evaluate_orderings_in_each_metrics_direction():
     df = with_pair_means(rows({("4->9", "A", "IM1"): 1.0, ("4->9", "B", "IM1"): 2.0,
                                ("4->9", "A", "COUT"): 0.1, ("4->9", "B", "COUT"): 0.5}))
+    e = {"threshold": float("nan"), "match": "", "source": ""}
     exp = pd.DataFrame([
-        {"metric": "IM1", "method": "A", "relation": "better", "other": "B", "source": ""},
-        {"metric": "IM1", "method": "B", "relation": "better", "other": "A", "source": ""},
-        {"metric": "COUT", "method": "A", "relation": "better", "other": "B", "source": ""},
-        {"metric": "COUT", "method": "B", "relation": "best", "other": "", "source": ""},
-        {"metric": "IM1", "method": "A", "relation": "better", "other": "missing", "source": ""},
+        {"metric": "IM1", "method": "A", "relation": "better", "other": "B", **e},
+        {"metric": "IM1", "method": "B", "relation": "better", "other": "A", **e},
+        {"metric": "COUT", "method": "A", "relation": "better", "other": "B", **e},
+        {"metric": "COUT", "method": "B", "relation": "best", "other": "", **e},
+        {"metric": "IM1", "method": "A", "relation": "better", "other": "missing", **e},
     ])
-    out = shape_checks(df[df["pair"] == "mean"], "c3lt", expectations=exp)
+    out = shape_checks(pair_means(df), "c3lt", expectations=exp)
     # IM1 is lower-is-better, COUT higher-is-better; the missing method is skipped
     assert out["holds"].tolist() == [True, False, False, True]
     assert out["direction"].tolist() == ["↓", "↓", "↑", "↑"]
     # the committed expectations of the C3LT table name methods of the catalog
-    from cflib.explainers import METHODS
-    from cflib.reference import expected_orderings
+    from cflib.bench.catalog import CATALOG
+    from cflib.bench.reference import expected_orderings
     c3lt = expected_orderings("c3lt")
-    assert set(c3lt["method"]) | set(c3lt["other"]) <= set(METHODS)
+    assert set(c3lt["method"]) | set(c3lt["other"]) <= set(CATALOG)
 
 
 def test_reported_directions_agree_with_the_metric_specs():
+    from cflib.bench.reference import REPORTED_NAMES
     from cflib.metrics.spec import get_spec
-    from cflib.reference import REPORTED_NAMES
 
     rep = load_reported()
     for name, direction in set(zip(rep["metric"], rep["direction"])):
@@ -86,13 +90,13 @@ def bayes_rows():
     vals = {("PSCE", "IM1"): [0.9, 1.1], ("Wachter", "IM1"): [1.4, 1.6],
             ("PSCE", "Robustness_Ratio_1e-3"): [1.0, 1.0],
             ("Wachter", "Robustness_Ratio_1e-3"): [0.8, 0.9]}
-    rows_ = [{"dataset": "mnist", "pair": "schut_map", "method": m, "setting": "mc_dropout",
-              "metric": k, "value": v, "seed": 0, "profile": "smoke", "repeat": r}
+    run = {"train_seed": 0, "data_seed": 0, "profile": "smoke"}
+    rows_ = [{"dataset": "mnist", "method": m, "model": "mc_dropout", "metric": k, "value": v,
+              **run, "repeat": r}
              for (m, k), vs in vals.items() for r, v in enumerate(vs)]
-    rows_.append({"dataset": "mnist", "pair": "all", "method": "Classifier",
-                  "setting": "mc_dropout", "metric": "Accuracy", "value": 0.99, "seed": 0,
-                  "profile": "smoke", "repeat": -1})
-    return pd.DataFrame(rows_)
+    rows_.append({"dataset": "mnist", "method": "Classifier", "model": "mc_dropout",
+                  "metric": "Accuracy", "value": 0.99, **run, "repeat": -1})
+    return tidy(rows_)
 
 
 def test_bayes_table_mean_sd_and_paper_im1():
@@ -100,19 +104,19 @@ def test_bayes_table_mean_sd_and_paper_im1():
     assert t.loc["PSCE", ("IM1", "ours")] == pytest.approx(1.0)
     assert t.loc["PSCE", ("IM1", "± sd")] == pytest.approx(0.1414, abs=1e-3)
     paper = load_reported("bayes", "mnist")
-    want = paper[(paper["method"] == "PSCE") & (paper["setting"] == "mc_dropout")
+    want = paper[(paper["method"] == "PSCE") & (paper["model"] == "mc_dropout")
                  & (paper["metric"] == "IM1")]["value"].item()
     assert t.loc["PSCE", ("IM1", "paper")] == want
     assert pd.isna(t.loc["PSCE", ("Robustness_Ratio_1e-3", "paper")])
-    with pytest.raises(ValueError, match="no results for setting 'bnn'"):
+    with pytest.raises(ValueError, match="no results for model 'bnn'"):
         report.bayes_table(bayes_rows(), "bnn")
     md = report.markdown_bayes(t)
     assert "| PSCE | 1 ± 0.141 / " in md
 
 
 def test_bayes_summary_and_psce_checks():
-    from cflib.bayes_benchmark import shape_checks as bayes_checks
-    from cflib.bayes_benchmark import summarise
+    from cflib.bench.tables.bayes import shape_checks as bayes_checks
+    from cflib.bench.tables.bayes import summarise
 
     s = summarise(bayes_rows())
     assert "Classifier" not in set(s["method"])
@@ -142,11 +146,11 @@ def test_update_readme_rewrites_only_the_headline_block(tmp_path):
     with pytest.raises(FileNotFoundError, match="mnist_eval.csv"):
         report.update_readme(readme, res)           # every chapter's results are needed
     assert "old" in readme.read_text()
-    acc = {"dataset": "mnist", "pair": "all", "method": "Classifier", "setting": "",
-           "metric": "Accuracy", "value": 0.99, "seed": 0, "profile": "smoke"}
+    acc = {"dataset": "mnist", "method": "Classifier", "metric": "Accuracy", "value": 0.99,
+           "train_seed": 0, "data_seed": 0, "profile": "smoke"}
     for name, dataset in (("mnist_eval", "mnist"), ("fashion_mnist_test", "fmnist")):
         df = with_pair_means(rows({("4->9", "CEM", "IM1"): 1.5}))
-        df = pd.concat([pd.DataFrame([acc]), df]).assign(dataset=dataset)
+        df = tidy(pd.concat([tidy([acc]), df])).assign(dataset=dataset)
         df.to_csv(res / f"{name}.csv", index=False)
     with pytest.raises(FileNotFoundError, match="fashion_mnist_quant.csv"):
         report.update_readme(readme, res)
@@ -162,19 +166,18 @@ def test_update_readme_rewrites_only_the_headline_block(tmp_path):
 
 
 def quant_rows(acc, vd):
-    base = {"dataset": "fmnist", "pair": "any->0", "setting": "", "seed": 0, "profile": "smoke"}
+    base = {"dataset": "fmnist", "train_seed": 0, "data_seed": 0, "profile": "smoke"}
     vals = {("FP32", "Accuracy"): 0.91, ("FP32", "FP_Feasible"): 0.8,
             ("PTQ INT8", "Accuracy"): acc, ("PTQ INT8", "VD"): vd, ("PTQ INT8", "VD_ci95"): 0.05,
             ("PTQ INT8", "CRG"): 0.01, ("PTQ INT8", "CRG_ci95"): 0.02,
             ("PTQ INT8", "DirSim"): 0.99, ("PTQ INT8", "DirSim_ci95"): 0.01,
             ("PTQ INT8", "Overhead"): 1.0, ("PTQ INT8", "Bit_cost"): 8.0,
             ("PTQ INT8", "Q_Feasible"): 0.8}
-    return pd.DataFrame([{**base, "method": m, "metric": k, "value": v}
-                         for (m, k), v in vals.items()])[COLUMNS]
+    return tidy([{**base, "method": m, "metric": k, "value": v} for (m, k), v in vals.items()])
 
 
 def test_quant_table_puts_the_listing_beside_ours():
-    from cflib.reference import reported_value
+    from cflib.bench.reference import reported_value
 
     t = report.quant_table(quant_rows(0.9, 0.1))
     assert list(t.index) == ["FP32", "PTQ INT8"]
@@ -192,7 +195,7 @@ def test_quant_table_puts_the_listing_beside_ours():
 
 
 def test_perturbation_table_means_over_repeats():
-    curves = pd.DataFrame([{"setting": "bnn", "method": "PSCE", "repeat": r, "scale": s,
+    curves = pd.DataFrame([{"model": "bnn", "method": "PSCE", "repeat": r, "scale": s,
                             "validity": v}
                            for r, vs in enumerate([[1.0, 0.5], [1.0, 0.7]])
                            for s, v in zip([0.0, 0.1], vs)])
@@ -204,8 +207,7 @@ def test_perturbation_table_means_over_repeats():
 def test_readme_timings_come_from_the_notebooks_metadata(tmp_path):
     import nbformat
 
-    from cflib import build_chapter
-
+    build_chapter = readme_tools
     nb = nbformat.v4.new_notebook()
     nb.metadata["cflib"] = {"seconds": 754, "threads": 1, "date": "2026-11-30",
                             "params": {"profile": "standard"}}
@@ -227,8 +229,7 @@ def test_readme_timings_come_from_the_notebooks_metadata(tmp_path):
 def test_committed_notebooks_carry_no_scratch_or_machine_paths():
     import nbformat
 
-    from cflib import build_chapter
-
+    build_chapter = nb_tools
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell('# Parameters\nresults_dir = "_build/tmp/x-1/results"\n')
     cell.metadata["tags"] = ["injected-parameters"]

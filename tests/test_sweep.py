@@ -11,16 +11,16 @@ import time
 import pandas as pd
 import pytest
 
-from cflib import data
-from cflib.sweep import merge_seeds, read_sweep, run_sweep
+from cflib.bench import data
+from cflib.book.sweep import merge_seeds, read_sweep, run_sweep
 
 
 def _rows(seed, value):
     return pd.DataFrame([
-        {"dataset": "mnist", "pair": "4->9", "method": "CEM", "setting": "", "metric": "IM1",
-         "value": value, "seed": seed, "profile": "smoke"},
-        {"dataset": "mnist", "pair": "4->9", "method": "CEM", "setting": "", "metric": "FID",
-         "value": 10 * value, "seed": seed, "profile": "smoke"}])
+        {"dataset": "mnist", "pair": "4->9", "method": "CEM", "metric": "IM1",
+         "value": value, "train_seed": seed, "data_seed": 0, "profile": "smoke"},
+        {"dataset": "mnist", "pair": "4->9", "method": "CEM", "metric": "FID",
+         "value": 10 * value, "train_seed": seed, "data_seed": 0, "profile": "smoke"}])
 
 
 def test_merge_seeds_gives_mean_sd_and_n_per_cell():
@@ -33,7 +33,7 @@ def test_merge_seeds_gives_mean_sd_and_n_per_cell():
     assert m2.loc["IM1", "mean"] == pytest.approx((1.5 + 3.0) / 2) and m2.loc["IM1", "n"] == 2
 
 
-def _fake_task(chapter, seed, profile, device, extra):
+def _fake_task(chapter, seed, profile, device, extra, data_seed=0):
     if seed == 13:
         raise RuntimeError("the kernel died of something")
     return {"tables": {f"{chapter}.csv": _rows(seed, float(seed))}, "seconds": 0.1}

@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from cflib.training import cache_path, cached
+from cflib.cache import cache_path, cached
 
 
 def make():
@@ -73,7 +73,7 @@ def test_wrong_architecture_is_retrained(tmp_cache):
 def test_fingerprint_follows_the_weights():
     import torch
 
-    from cflib.training import fingerprint
+    from cflib.cache import fingerprint
 
     torch.manual_seed(0)
     a = torch.nn.Linear(3, 2)

@@ -1,10 +1,15 @@
-"""Counterfactual explainers: one module per method, one shared base, one catalog.
+"""Counterfactual explainers: one module per method, one shared base.
 
-:data:`METHODS` maps each method's name, spelled as the papers spell it, to its
-class; every class builds itself for a profile with the same call::
+Every method is a class built from a classifier and a frozen config (plus the
+networks it needs), fitted first where ``needs_fit`` says so, then asked for a whole
+batch at once::
 
-    METHODS["C3LT"].from_profile(classifier, dataset="mnist", profile="smoke",
-                                 seed=0, pair=(4, 9))
+    from cflib.explainers import AdvAttack
+    cf = AdvAttack(classifier, steps=100).explain(x, target=9)
+
+:data:`EXPLAINERS` maps each method's name, spelled as the papers spell it, to its
+class.  (The benchmark harness builds them at a profile's sizes with the book's
+trained networks: :mod:`cflib.bench.catalog`.)
 
 C3LT table (Khorram & Fuxin 2022): Original Data, Adv. Attack, CEM, CVE, ExpGAN, C3LT,
 plus our reference rows and variants: Query (unchanged), CEM (targeted),
@@ -13,14 +18,7 @@ Bayesian classifiers (Duell & Fan 2026): Wachter, BayesCF, ROAR, Schut, PSCE.
 Recourse under quantization (Yahyati et al. 2026): Latent PGD.
 """
 from cflib.explainers.adversarial import AdvAttack, AdvAttackConfig
-from cflib.explainers.base import (
-    DATA_KEYS,
-    Counterfactuals,
-    Explainer,
-    ExplainerConfig,
-    check_images,
-    predict,
-)
+from cflib.explainers.base import Counterfactuals, Explainer, ExplainerConfig
 from cflib.explainers.c3lt import C3LT, C3LTConfig, C3LTReconstruction
 from cflib.explainers.cem import CEM, CEMConfig, CEMTargeted
 from cflib.explainers.cve import CVE, CVEConfig, CVEReceptiveField
@@ -31,10 +29,9 @@ from cflib.explainers.psce import PSCE, PSCEConfig
 from cflib.explainers.roar import ROAR, ROARConfig
 from cflib.explainers.schut import Schut, SchutConfig
 from cflib.explainers.wachter import BayesCF, Wachter, WachterConfig
-from cflib.scopes import frozen, seeded
 
-#: the catalog: method name as the papers spell it -> explainer class
-METHODS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
+#: method name as the papers spell it -> explainer class
+EXPLAINERS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
     OriginalData, QueryUnchanged, AdvAttack, CEM, CEMTargeted, CVE, CVEReceptiveField,
     ExpGAN, C3LT, C3LTReconstruction,
     Wachter, BayesCF, ROAR, Schut, PSCE,
@@ -42,15 +39,18 @@ METHODS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
 )}
 
 
-def get_method(name: str) -> type[Explainer]:
+def get_explainer(name: str) -> type[Explainer]:
     """The explainer class of a method name, or a ValueError listing the names."""
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; choose one of {list(METHODS)}")
-    return METHODS[name]
+    if name not in EXPLAINERS:
+        import difflib
+
+        close = difflib.get_close_matches(str(name), list(EXPLAINERS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown method {name!r}{hint}; choose one of {list(EXPLAINERS)}")
+    return EXPLAINERS[name]
 
 
-__all__ = ["METHODS", "DATA_KEYS", "get_method", "Counterfactuals", "Explainer",
-           "ExplainerConfig", "check_images", "predict", "frozen", "seeded",
+__all__ = ["EXPLAINERS", "get_explainer", "Counterfactuals", "Explainer", "ExplainerConfig",
            "OriginalData", "OriginalDataConfig", "QueryUnchanged", "AdvAttack",
            "AdvAttackConfig", "CEM", "CEMConfig", "CEMTargeted", "CVE", "CVEConfig",
            "CVEReceptiveField", "ExpGAN", "ExpGANConfig", "C3LT", "C3LTConfig",

@@ -35,12 +35,6 @@ class AdvAttack(Explainer):
     name = "Adv. Attack"
     Config = AdvAttackConfig
 
-    @classmethod
-    def profile_config(cls, profile, seed):
-        """``profile.adv_steps`` steps, alpha scaled so that eps is reachable."""
-        eps = AdvAttackConfig.eps
-        return {"steps": profile.adv_steps, "alpha": max(2.5 * eps / profile.adv_steps, 0.01)}
-
     def _generate(self, x, target, query, generator):
         cfg = self.config
         out = torch.empty_like(x)

@@ -263,7 +263,7 @@ class C3LT(Explainer):
 
     name = "C3LT"
     Config = C3LTConfig
-    learned = True
+    needs_fit = True
 
     def __init__(self, classifier: nn.Module, config: C3LTConfig | None = None, *,
                  generator: nn.Module, encoder: nn.Module,
@@ -271,7 +271,7 @@ class C3LT(Explainer):
         super().__init__(classifier, config, **kwargs)
         if generator is None or encoder is None:
             raise TypeError("C3LT needs a pretrained generator and encoder "
-                            "(see cflib.zoo.dcgan and cflib.zoo.c3lt_encoder)")
+                            "(cflib.models.dcgan: Generator and EncoderDCGAN)")
         self._check_same_device(generator=generator, encoder=encoder,
                                 discriminator=discriminator)
         self.generator = generator
@@ -426,46 +426,10 @@ class C3LT(Explainer):
             info.update({f"last_{k}": v for k, v in hist[-1].items()})
         return info
 
-    # -- construction from a profile ---------------------------------------------------
-    @classmethod
-    def profile_config(cls, profile, seed):
-        return {"epochs": profile.c3lt_epochs, "seed": seed}
-
-    @classmethod
-    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
-        """A fitted C3LT for ``pair`` (query, target) at the sizes of ``profile``.
-
-        G and D come from :func:`cflib.zoo.dcgan` (``dcgan_epochs`` epochs on
-        ``dcgan_subset`` training images), E from :func:`cflib.zoo.c3lt_encoder`
-        (``encoder_epochs`` epochs), both once per dataset, unless ``generator=``,
-        ``discriminator=`` and ``encoder=`` are given; g and h train for
-        ``c3lt_epochs`` epochs on ``c3lt_subset`` training images per class (from
-        ``train`` when given), through the weight cache.
-        """
-        from cflib import zoo
-        from cflib.data import class_subset, load_split
-        from cflib.explainers.base import model_device
-
-        q, t = cls._need_pair(cls.name, pair)
-        dev = model_device(classifier)
-        G, D, E = data.get("generator"), data.get("discriminator"), data.get("encoder")
-        if G is None:
-            (G, D), _ = zoo.dcgan(dataset, profile, seed, device=dev)
-        if E is None:
-            E, _ = zoo.c3lt_encoder(dataset, profile, seed, device=dev)
-        x, y = data["train"] if data.get("train") is not None else load_split(dataset, "train")
-        xq, _ = class_subset(x, y, q, n=profile.c3lt_subset, seed=seed)
-        xt, _ = class_subset(x, y, t, n=profile.c3lt_subset, seed=seed + 1)
-        cache = ({"dataset": dataset, "pair": f"{q}->{t}", "profile": profile.name, "seed": seed}
-                 if data.get("cache", True) else None)
-        config = cls.Config(**cls.profile_config(profile, seed))
-        return cls(classifier, config, generator=G, encoder=E, discriminator=D).fit(
-            xq, xt, cache=cache, query_class=q, target_class=t)
-
     # -- inference ---------------------------------------------------------------------
     def _generate(self, x, target, query, generator):
         if self.maps is None:
-            raise RuntimeError("C3LT is a learned method: call fit() before explain()")
+            raise RuntimeError("C3LT must be fitted first: call fit() before explain()")
         q, t = self.query_class, self.target_class
         bad = ~((target == t) | (target == q))
         if bad.any():
@@ -497,21 +461,7 @@ class C3LTReconstruction(C3LT):
     change, so a reader sees how much of C3LT's change is the mapping."""
 
     name = "C3LT (reconstruction)"
-    learned = False
-
-    @classmethod
-    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
-        from cflib import zoo
-        from cflib.explainers.base import model_device
-
-        dev = model_device(classifier)
-        G, D, E = data.get("generator"), data.get("discriminator"), data.get("encoder")
-        if G is None:
-            (G, D), _ = zoo.dcgan(dataset, profile, seed, device=dev)
-        if E is None:
-            E, _ = zoo.c3lt_encoder(dataset, profile, seed, device=dev)
-        return cls(classifier, cls.Config(**cls.profile_config(profile, seed)),
-                   generator=G, encoder=E, discriminator=D)
+    needs_fit = False
 
     def fit(self, *args, **kwargs) -> "C3LTReconstruction":
         """Nothing to learn: G and E are pretrained."""

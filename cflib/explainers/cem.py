@@ -103,16 +103,12 @@ class CEM(AutoencoderExplainer):
     """Contrastive Explanation Method, pertinent negatives towards a target class.
 
     ``autoencoder`` is the optional autoencoder of the loss (the C3LT benchmark passes the
-    all-class autoencoder, :meth:`from_profile` takes it from the cache); without one the
+    all-class autoencoder); without one the
     ``gamma`` term is left out, as in alibi.
     """
 
     name = "CEM"
     Config = CEMConfig
-
-    @classmethod
-    def profile_config(cls, profile, seed):
-        return {"max_iterations": profile.cem_max_iterations, "c_steps": profile.cem_c_steps}
 
     # -- the pieces of problem (2) -----------------------------------------------------
 

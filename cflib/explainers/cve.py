@@ -94,7 +94,7 @@ class CVE(Explainer):
 
     name = "CVE"
     Config = CVEConfig
-    learned = True  # needs a distractor pool (nothing is trained)
+    needs_fit = True  # needs a distractor pool (nothing is trained)
 
     def __init__(self, classifier: nn.Module, config: CVEConfig | None = None, **kwargs):
         super().__init__(classifier, config, **kwargs)
@@ -103,22 +103,6 @@ class CVE(Explainer):
                 raise TypeError(f"CVE needs a classifier with a .{attr}() method "
                                 "(e.g. cflib.models.C3LTClassifier)")
         self._windows: tuple | None = None   # receptive fields, computed once per image shape
-
-    @classmethod
-    def profile_config(cls, profile, seed):
-        return {"n_distractors": profile.cve_n_distractors}
-
-    @classmethod
-    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
-        """CVE for one (query, target) pair: distractors are drawn from ``pool`` (default:
-        the TRAIN images of the target class), ``profile.cve_n_distractors`` per query."""
-        _, t = cls._need_pair(cls.name, pair)
-        pool = data.get("pool")
-        if pool is None:
-            from cflib.data import class_subset, load_split
-
-            pool = class_subset(*load_split(dataset, "train"), t)
-        return cls(classifier, cls.Config(**cls.profile_config(profile, seed))).fit(*pool)
 
     # -- the distractor pool ---------------------------------------------------------------
 

@@ -40,7 +40,7 @@ G step; every loss a per-pixel / per-image mean so the weights do not depend on
 the image size; default weights cls 3, rec 10, GAN 0.1, consistency 10, count 10
 with ``kappa`` 0.05, smoothness 0.5, entropy 0.5.  The book's chapters replace some
 of them by the candidate chosen on a validation pair that no table uses
-(:mod:`cflib.tuning`, :meth:`ExpGAN.dataset_config`).
+(chosen on validation data; the book's protocol notes say how).
 
 Inference is one batched forward pass of the generator of the target class.
 """
@@ -173,7 +173,7 @@ class ExpGAN(Explainer):
 
     name = "ExpGAN"
     Config = ExpGANConfig
-    learned = True
+    needs_fit = True
 
     def __init__(self, classifier: nn.Module, config: ExpGANConfig | None = None, **kwargs):
         super().__init__(classifier, config, **kwargs)
@@ -303,7 +303,7 @@ class ExpGAN(Explainer):
     def transform(self, x: torch.Tensor, target) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(composite, transformed image, mask) of ``x`` towards ``target`` (q or t)."""
         if self.net is None:
-            raise RuntimeError("ExpGAN is a learned method: call fit() before explain()")
+            raise RuntimeError("ExpGAN must be fitted first: call fit() before explain()")
         check_images(x)
         if tuple(x.shape[1:]) != self.image_shape:
             raise ValueError(f"this ExpGAN was trained on {self.image_shape} images, got "
@@ -331,33 +331,6 @@ class ExpGAN(Explainer):
                 x_tr[r], mask[r] = img, m
                 comp[r] = m * img + (1 - m) * x[r]
         return comp, x_tr, mask
-
-    @classmethod
-    def profile_config(cls, profile, seed):
-        return {"epochs": profile.expgan_epochs, "seed": seed}
-
-    @classmethod
-    def dataset_config(cls, dataset: str, profile, seed) -> "ExpGANConfig":
-        """The profile's sizes and the loss weights chosen on ``dataset``'s validation pair
-        (:func:`cflib.tuning.expgan_weights`)."""
-        from cflib.tuning import expgan_weights
-
-        return cls.Config(**{**cls.profile_config(profile, seed), **expgan_weights(dataset)})
-
-    @classmethod
-    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
-        """An ExpGAN for ``pair`` trained on ``train`` (default: the TRAIN split),
-        ``profile.c3lt_subset`` images per class, through the weight cache."""
-        from cflib.data import class_subset, load_split
-
-        q, t = cls._need_pair(cls.name, pair)
-        x, y = data["train"] if data.get("train") is not None else load_split(dataset, "train")
-        xq, _ = class_subset(x, y, q, profile.c3lt_subset, seed)
-        xt, _ = class_subset(x, y, t, profile.c3lt_subset, seed)
-        cache = ({"dataset": dataset, "pair": f"{q}->{t}", "profile": profile.name, "seed": seed}
-                 if data.get("cache", True) else None)
-        return cls(classifier, cls.dataset_config(dataset, profile, seed)).fit(
-            xq, xt, pair=(q, t), cache=cache)
 
     def _generate(self, x, target, query, generator):
         # deterministic: ExplainGAN's counterfactual is a forward pass, no sampling

@@ -46,7 +46,6 @@ from cflib.explainers.base import (
     ExplainerConfig,
     as_target,
     check_images,
-    model_device,
 )
 from cflib.progress import progress
 from cflib.scopes import frozen
@@ -127,8 +126,7 @@ class LatentRecourse(Explainer):
 
     ``autoencoder`` must have ``encode``/``decode`` (and, for ``latent="standardised"``,
     fitted ``code_mean``/``code_std``: :class:`cflib.models.LatentAutoencoder`);
-    :meth:`from_profile` takes :func:`cflib.zoo.latent_autoencoder` unless
-    ``latent_autoencoder=`` is given.  ``explain`` returns, in ``meta``: ``delta``
+    ``explain`` returns, in ``meta``: ``delta``
     (N, d), ``cost`` (N,), ``target_loss`` (N,) and ``latent``.  :meth:`solve` runs the
     same search without touching the global RNG (the QAT teacher).
     """
@@ -143,32 +141,18 @@ class LatentRecourse(Explainer):
                                           for m in ("encode", "decode")):
             raise TypeError(f"{self.name} needs an autoencoder with encode() and decode() "
                             f"(got {type(autoencoder).__name__}); train one through "
-                            "zoo.latent_autoencoder")
+                            "cflib.models.LatentAutoencoder")
         if self.config.latent == "standardised":
             ok = getattr(autoencoder, "stats_fitted", None)
             if not ok or not callable(getattr(autoencoder, "standardise", None)):
                 raise ValueError("latent='standardised' needs the autoencoder's latent "
-                                 "statistics: train through zoo.latent_autoencoder or call "
+                                 "statistics: call "
                                  "fit_latent_stats(x_train) (or use latent='raw')")
         self._check_same_device(autoencoder=autoencoder)
         self.autoencoder = autoencoder
 
     def frozen_networks(self) -> dict[str, nn.Module]:
         return {"autoencoder": self.autoencoder}
-
-    @classmethod
-    def profile_config(cls, profile, seed):
-        return {"steps": profile.quant_eval_steps, "restarts": profile.quant_eval_restarts}
-
-    @classmethod
-    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
-        ae = data.get("latent_autoencoder")
-        if ae is None:
-            from cflib import zoo
-
-            ae, _ = zoo.latent_autoencoder(dataset, profile, seed,
-                                           device=model_device(classifier))
-        return cls(classifier, cls.Config(**cls.profile_config(profile, seed)), autoencoder=ae)
 
     # -- the latent map ---------------------------------------------------------------------
     def _to_latent(self, x: torch.Tensor) -> torch.Tensor:

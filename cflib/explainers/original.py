@@ -24,7 +24,7 @@ class OriginalData(Explainer):
 
     name = "Original Data"
     Config = OriginalDataConfig
-    learned = True
+    needs_fit = True
 
     def fit(self, x_real: torch.Tensor, y_real: torch.Tensor) -> "OriginalData":
         """Keep the pool of real images (e.g. the test split) to draw from."""
@@ -36,16 +36,6 @@ class OriginalData(Explainer):
         self.pool_y = y_real
         self.fitted = True
         return self
-
-    @classmethod
-    def _from_profile(cls, classifier, dataset, profile, seed, pair, data):
-        """Draws from ``pool`` = (x, y) (default: the dataset's test split)."""
-        pool = data.get("pool")
-        if pool is None:
-            from cflib.data import load_split
-
-            pool = load_split(dataset, "test")
-        return cls(classifier).fit(*pool)
 
     def _generate(self, x, target, query, generator):
         out = torch.empty_like(x)

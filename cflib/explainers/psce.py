@@ -13,7 +13,7 @@ and among those it should change the query little and stay on the data manifold:
     min_x'  ||x' - x||_1 + gamma * ||x' - AE(x')||_2^2
     s.t.    log delta - log p_bar_t(x') <= 0,    (Var_t(x') - epsilon) / epsilon <= 0,
 
-with AE the all-class autoencoder (``cflib.zoo.autoencoder(dataset, None, ...)``).  The
+with AE an autoencoder of all classes (the book trains one per dataset).  The
 paper's full text was not in reach; the constraints are theirs, the solver is ours:
 an augmented Lagrangian for inequality constraints (Rockafellar's form; Nocedal &
 Wright, *Numerical Optimization*, 2nd ed., Eq. 17.65),
@@ -144,8 +144,3 @@ class PSCE(AutoencoderExplainer):
         never = ~torch.isfinite(best_f)
         best[never] = z[never].detach()
         return best
-
-    @classmethod
-    def profile_config(cls, profile, seed):
-        """Sizes: ``inner_steps`` = ``profile.bayes_opt_steps``."""
-        return {"inner_steps": profile.bayes_opt_steps}

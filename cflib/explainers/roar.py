@@ -91,9 +91,3 @@ class ROAR(Explainer):
             if len(active) == 0:
                 break
         return z.detach()
-
-    @classmethod
-    def profile_config(cls, profile, seed):
-        """Sizes: ``max_iter`` = 5 x ``profile.bayes_opt_steps``."""
-        return {"max_iter": 5 * profile.bayes_opt_steps}
-

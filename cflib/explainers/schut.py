@@ -95,9 +95,3 @@ class Schut(Explainer):
             if len(active) == 0:
                 break
         return z.view(shape).detach()
-
-    @classmethod
-    def profile_config(cls, profile, seed):
-        """Sizes: ``max_iters`` = ``profile.schut_max_iters``."""
-        return {"max_iters": profile.schut_max_iters}
-

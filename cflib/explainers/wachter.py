@@ -89,12 +89,6 @@ class Wachter(Explainer):
             lam[active] *= cfg.lam_factor
         return z.detach()
 
-    @classmethod
-    def profile_config(cls, profile, seed):
-        """Sizes: ``steps`` per lambda = ``profile.bayes_opt_steps``."""
-        return {"steps": profile.bayes_opt_steps}
-
-
 class BayesCF(Wachter):
     """Wachter's objective and lambda search on the posterior-averaged prediction."""
 

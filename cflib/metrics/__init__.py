@@ -1,11 +1,27 @@
-"""Metrics of the benchmark tables: functions over batched tensors.
+"""Metrics of the benchmark tables: functions over batched tensors, each with its spec.
 
-Per-sample metrics return a tensor of shape (N,); the tables report their mean.
+Per-sample metrics return a tensor of shape (N,); the tables report their mean.  Every
+metric is declared once as a :class:`~cflib.metrics.spec.MetricSpec` beside its
+function (name, direction, display scale, meaning); importing this package registers
+them all (:func:`get_spec`).
 """
-from cflib.metrics.aupc import AUPCResult, aupc
-from cflib.metrics.basic import proximity, validity
-from cflib.metrics.distribution import FrozenFeatures, fid_kid
-from cflib.metrics.plausibility import im1, im2
+from cflib.metrics import recourse, robustness  # noqa: F401  (registers their specs)
+from cflib.metrics.aupc import AUPC_QUERY, AUPC_TARGET, COUT, AUPCResult, aupc
+from cflib.metrics.basic import (
+    ACCURACY,
+    EDITS,
+    FEATURE_VALIDITY,
+    PROXIMITY,
+    SECONDS_PER_CF,
+    VALIDITY,
+    proximity,
+    validity,
+)
+from cflib.metrics.distribution import FID, KID, FrozenFeatures, fid_kid
+from cflib.metrics.plausibility import IM1, IM2, im1, im1_by_class, im2
+from cflib.metrics.spec import SPECS, MetricSpec, get_spec, register
 
-__all__ = ["im1", "im2", "fid_kid", "FrozenFeatures", "proximity", "validity", "aupc",
-           "AUPCResult"]
+__all__ = ["im1", "im2", "im1_by_class", "fid_kid", "FrozenFeatures", "proximity", "validity",
+           "aupc", "AUPCResult", "MetricSpec", "SPECS", "get_spec", "register", "IM1", "IM2",
+           "FID", "KID", "AUPC_TARGET", "AUPC_QUERY", "COUT", "PROXIMITY", "VALIDITY",
+           "SECONDS_PER_CF", "ACCURACY", "EDITS", "FEATURE_VALIDITY"]

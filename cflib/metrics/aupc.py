@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from cflib.explainers.base import model_device
+from cflib.metrics.spec import MetricSpec, register
 from cflib.scopes import frozen
+from cflib.tensors import model_device
 
 
 @dataclass
@@ -62,3 +63,14 @@ def aupc(classifier: nn.Module, x: torch.Tensor, x_cf: torch.Tensor, query: torc
             qc.append(probs.gather(2, qb).squeeze(2).cpu())
     t, q = torch.cat(tc), torch.cat(qc)
     return AUPCResult(t, q, trapezoid_area(t), trapezoid_area(q))
+
+
+# -- specs (context: ``curves``, the AUPCResult of the counterfactuals) -------------------
+AUPC_TARGET = MetricSpec("AUPC_target", lambda c: c.curves.aupc_target.mean().item(), True,
+                         "area under the target's softmax as CF pixels are pasted into the "
+                         "query")
+AUPC_QUERY = MetricSpec("AUPC_query", lambda c: c.curves.aupc_query.mean().item(), False,
+                        "area under the query class's softmax along the same path")
+COUT = MetricSpec("COUT", lambda c: c.curves.cout.mean().item(), True,
+                  "AUPC_target − AUPC_query")
+register(AUPC_TARGET, AUPC_QUERY, COUT)

@@ -13,8 +13,9 @@ from torch import nn
 from torchmetrics.image.fid import FrechetInceptionDistance
 from torchmetrics.image.kid import KernelInceptionDistance
 
-from cflib.explainers.base import model_device
+from cflib.metrics.spec import MetricSpec, register
 from cflib.scopes import seeded
+from cflib.tensors import model_device
 
 
 class FrozenFeatures(nn.Module):
@@ -62,3 +63,12 @@ def fid_kid(fake: torch.Tensor, real: torch.Tensor, feature: nn.Module,
             kid.update(b, real=is_real)
     with seeded(seed):
         return float(fid.compute()), float(kid.compute()[0])
+
+
+# -- specs (context: ``fid_kid``, the pair (FID, KID) of the counterfactuals) -------------
+FID = MetricSpec("FID", lambda c: c.fid_kid[0], False,
+                 "Fréchet distance to real target-class test images (our feature network)")
+KID = MetricSpec("KID", lambda c: c.fid_kid[1], False,
+                 "kernel distance to real target-class test images (our feature network)",
+                 display_scale=1e3)
+register(FID, KID)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from cflib.metrics.spec import MetricSpec, register
 from cflib.scopes import frozen
 
 
@@ -69,3 +70,17 @@ def im1_by_class(x_cf: torch.Tensor, target, query, autoencoders: dict) -> torch
         rows = ((t == tc) & (q == qc)).nonzero().squeeze(1)
         out[rows] = im1(x_cf[rows.to(x_cf.device)], autoencoders[tc], autoencoders[qc]).cpu()
     return out
+
+
+# -- specs (context: ``cf``, ``query_labels``, ``autoencoders``) ---------------------------
+IM1 = MetricSpec(
+    "IM1", lambda c: im1_by_class(c.cf.x_cf, c.cf.target, c.query_labels,
+                                  c.autoencoders).mean().item(), False,
+    "target-class AE error / query-class AE error (Van Looveren & Klaise 2019), the AEs of "
+    "each image's own target and query classes")
+IM2 = MetricSpec(
+    "IM2", lambda c: im2(c.cf.x_cf, c.autoencoders[c.target_class],
+                         c.autoencoders[None]).mean().item(),
+    False, "disagreement of the target-class and all-class AEs, over the L1 norm",
+    display_scale=10.0)
+register(IM1, IM2)

@@ -26,6 +26,8 @@ from typing import Callable, Mapping, NamedTuple
 
 import torch
 
+from cflib.metrics.spec import MetricSpec, register
+
 log = logging.getLogger("cflib")
 N_BOOT = 1000
 
@@ -231,3 +233,74 @@ def paired_bootstrap(a, b, n_boot: int = N_BOOT, seed: int = 0, level: float = 0
 def abs_nanmean(v: torch.Tensor) -> torch.Tensor:
     """``|mean|`` of the non-NaN values per row: CRG's distance to its best value, 0."""
     return torch.nanmean(v, dim=-1).abs()
+
+
+# -- specs ------------------------------------------------------------------------------------
+# Context (one compressed model scored against the FP model's recourse): ``fp`` and ``q``
+# (the two Counterfactuals records; ``q`` None for the FP model itself), ``fp_success``,
+# ``q_success``, ``q_valid`` (f_q accepts the FP recourse), ``cost_gap``, ``dirsim``,
+# ``margins`` (per query), ``ci(values)`` (a bootstrap half-width), ``info`` (the model's
+# training record), ``overhead`` and ``target``.
+def _mean(v: torch.Tensor) -> float:
+    v = v[~torch.isnan(v)]
+    return float(v.mean()) if len(v) else float("nan")
+
+
+def _info(key: str):
+    return lambda c: float(c.info[key])
+
+
+VD = MetricSpec("VD", lambda c: vd(c.fp_success, c.q_valid), False,
+                "validity drop: share of FP recourse the compressed model rejects")
+CRG = MetricSpec("CRG", lambda c: _mean(c.cost_gap), None,
+                 "cost of recourse gap: mean (c_q - c_f) / c_f over queries feasible on both")
+DIRSIM = MetricSpec("DirSim", lambda c: _mean(c.dirsim), True,
+                    "cosine of the FP and compressed latent actions, over queries feasible on both")
+OVERHEAD = MetricSpec("Overhead", lambda c: c.overhead, False,
+                      "(T_fp + T_method) / (T_fp + T_PTQ INT8): compression cost, FP training "
+                      "included", timing=True)
+VD_CI = MetricSpec("VD_ci95", lambda c: c.ci(c.vd_events), False,
+                   "half-width of VD's 95 % percentile bootstrap interval over queries")
+CRG_CI = MetricSpec("CRG_ci95", lambda c: c.ci(c.cost_gap), False,
+                    "half-width of CRG's 95 % percentile bootstrap interval over queries")
+DIRSIM_CI = MetricSpec("DirSim_ci95", lambda c: c.ci(c.dirsim), False,
+                       "half-width of DirSim's 95 % percentile bootstrap interval over queries")
+FP_FEASIBLE = MetricSpec("FP_Feasible", lambda c: c.fp.success.float().mean().item(), True,
+                         "share of queries whose FP recourse succeeds (|F| / n)")
+Q_FEASIBLE = MetricSpec("Q_Feasible", lambda c: c.q.success.float().mean().item(), True,
+                        "share of queries whose recourse on the compressed model succeeds")
+TRANSFER_MARGIN = MetricSpec(
+    "Transfer_Margin", lambda c: _mean(c.margins), True,
+    "mean over F of f_q's target margin z_t - max_j z_j at the FP recourse (< 0: a VD event)")
+AVG_WEIGHT_BITS = MetricSpec("Avg_weight_bits", _info("avg_weight_bits"), False,
+                             "parameter-weighted mean weight bits of the final allocation")
+AVG_ACT_BITS = MetricSpec("Avg_act_bits", _info("avg_act_bits"), False,
+                          "mean activation bits of the final allocation")
+BIT_COST = MetricSpec("Bit_cost", _info("bit_cost"), False,
+                      "1/2 average weight bits + 1/2 average activation bits (the code's cost)")
+COMPRESS_SECONDS = MetricSpec("Compress_seconds", _info("compress_seconds"), False,
+                              "wall time of the method's own stage (calibration, teacher, KD "
+                              "student, pruning, QAT)", timing=True)
+TRAIN_SECONDS = MetricSpec("Train_seconds", _info("train_seconds"), False,
+                           "wall time of the FP32 SmallCNN's training", timing=True)
+TEACHER_SUCCESS = MetricSpec("Teacher_success", _info("teacher_success"), True,
+                             "share of non-target training (CFQ) or calibration (CF-PTQ) images "
+                             "whose teacher point the FP model puts in the target")
+SPARSITY = MetricSpec("Sparsity", _info("sparsity"), True,
+                      "share of exactly-zero conv and linear weights in the final model")
+MEDIAN_DELTA = MetricSpec("Median_delta", lambda c: c.fp.meta["delta"].norm(dim=1).median().item(),
+                          False, "median ||delta|| of the FP recourse over all queries "
+                                 "(latent units of the solver)")
+N_QUERIES = MetricSpec("N_queries", lambda c: len(c.fp), True, "queries (labels != target)")
+N_FP_FEASIBLE = MetricSpec("N_fp_feasible", lambda c: int(c.fp_success.sum()), True,
+                           "queries with a successful FP recourse, |F|")
+N_ALREADY_TARGET = MetricSpec("N_already_target", lambda c: int((c.fp.pred.cpu() == c.target).sum()),
+                              False, "queries the FP model already puts in the target class "
+                                     "(kept, as the code keeps them)")
+N_BOTH_FEASIBLE = MetricSpec("N_both_feasible",
+                             lambda c: int((c.fp_success & c.q_success).sum()), True,
+                             "queries feasible on both models, |Both|")
+register(VD, CRG, DIRSIM, OVERHEAD, VD_CI, CRG_CI, DIRSIM_CI, FP_FEASIBLE, Q_FEASIBLE,
+         TRANSFER_MARGIN, AVG_WEIGHT_BITS, AVG_ACT_BITS, BIT_COST, COMPRESS_SECONDS,
+         TRAIN_SECONDS, TEACHER_SUCCESS, SPARSITY, MEDIAN_DELTA, N_QUERIES, N_FP_FEASIBLE,
+         N_BOTH_FEASIBLE, N_ALREADY_TARGET)

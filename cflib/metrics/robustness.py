@@ -25,6 +25,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from cflib.metrics.spec import MetricSpec, register
+
 __all__ = ["implausibility", "perturbed_validity", "robustness_ratio",
            "validity_under_perturbation", "fresh_draws", "robustness_auc"]
 
@@ -189,3 +191,29 @@ def robustness_auc(curve: dict[float, float], lo: float = 1e-3, hi: float = 1e-1
     xs = [math.log10(s) for s, _ in pts]
     area = sum((xs[i + 1] - xs[i]) * (pts[i][1] + pts[i + 1][1]) / 2 for i in range(len(pts) - 1))
     return area / (xs[-1] - xs[0])
+
+
+# -- specs ------------------------------------------------------------------------------------
+# Context: ``cf``, ``x_train``/``y_train`` (the training split), ``validity_fresh()`` (validity
+# on fresh posterior draws), ``curve`` (validity on fresh draws against weight-noise std)
+# and ``robustness_ratio()``.
+IMPLAUSIBILITY = MetricSpec(
+    "Implausibility",
+    lambda c: implausibility(c.cf.x_cf, c.cf.target, c.x_train, c.y_train).mean().item(),
+    False, "mean L2 distance to the nearest 10 % of target-class training images")
+VALIDITY_IN_SAMPLE = MetricSpec(
+    "Validity", lambda c: c.cf.validity, True,
+    "share classified as the target by the posterior draws the search used (in-sample)")
+VALIDITY_FRESH = MetricSpec(
+    "Validity_fresh", lambda c: c.validity_fresh(), True,
+    "share classified as the target by fresh posterior draws the search never saw "
+    "(out-of-sample)")
+ROBUSTNESS_AUC = MetricSpec(
+    "Robustness_AUC", lambda c: robustness_auc(c.curve), True,
+    "area under validity (fresh draws) against weight-noise std 1e-3 to 1e-1, log axis, "
+    "normalised to [0, 1]")
+ROBUSTNESS_RATIO = MetricSpec(
+    "Robustness_Ratio_1e-3", lambda c: c.robustness_ratio(), True,
+    "share of valid counterfactuals (fresh draws) still valid after N(0, 1e-3²) weight noise; "
+    "saturated: about 1 for every method")
+register(IMPLAUSIBILITY, VALIDITY_IN_SAMPLE, VALIDITY_FRESH, ROBUSTNESS_AUC, ROBUSTNESS_RATIO)

@@ -3,9 +3,16 @@
 A :class:`MetricSpec` holds a metric's name (one spelling across chapters), the
 function that computes it from a runner's evaluation context, and its direction
 (``higher_is_better``: True, False, or None for "closer to zero is better").
-Runners iterate over their table's specs; the report reads directions, display
-scales and descriptions from the same objects.  Every spec is registered by name
-in :data:`SPECS` when its table's runner module is imported.
+Each spec is declared beside its function (``cflib/metrics/*.py``) and registered by
+name in :data:`SPECS` when :mod:`cflib.metrics` is imported; a table lists the specs
+it reports, and the report reads directions, display scales and descriptions from
+the same objects.
+
+A spec's function reads an *evaluation context*: any object with the attributes the
+function names.  The ones cflib's specs read are ``cf`` (the
+:class:`~cflib.explainers.Counterfactuals`), ``query_labels`` ((N,) classes of the
+queries), ``autoencoders`` (class -> autoencoder, ``None`` -> the all-class one) and
+what a family of metrics needs besides (documented beside it).
 """
 from __future__ import annotations
 
@@ -88,41 +95,12 @@ def register(*specs: MetricSpec) -> tuple[MetricSpec, ...]:
 
 
 def get_spec(name: str) -> MetricSpec:
-    """The spec of a metric name (importing the table runners registers them all)."""
+    """The spec of a metric name (every metric of :mod:`cflib.metrics` is registered when
+    the package is imported)."""
     if name not in SPECS:
-        _load_runners()
-    if name not in SPECS:
-        raise ValueError(f"unknown metric {name!r}; known: {sorted(SPECS)}")
+        import difflib
+
+        close = difflib.get_close_matches(str(name), list(SPECS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown metric {name!r}{hint}; known: {sorted(SPECS)}")
     return SPECS[name]
-
-
-def _load_runners() -> None:
-    import importlib
-
-    for mod in ("cflib.c3lt_benchmark", "cflib.bayes_benchmark", "cflib.quant_benchmark"):
-        importlib.import_module(mod)
-
-
-# -- metrics shared by the tables -----------------------------------------------------------
-# Their functions read an evaluation context with ``cf`` (the Counterfactuals),
-# ``query_labels`` ((N,) classes of the queries) and ``autoencoders`` (class -> AE).
-def _im1(ctx) -> float:
-    from cflib.metrics.plausibility import im1_by_class
-
-    return im1_by_class(ctx.cf.x_cf, ctx.cf.target, ctx.query_labels,
-                        ctx.autoencoders).mean().item()
-
-
-IM1 = MetricSpec(
-    "IM1", _im1, False,
-    "target-class AE error / query-class AE error (Van Looveren & Klaise 2019), the AEs of "
-    "each image's own target and query classes")
-VALIDITY = MetricSpec(
-    "Validity", lambda ctx: ctx.cf.validity, True,
-    "share of counterfactuals the classifier assigns to the target")
-SECONDS_PER_CF = MetricSpec(
-    "Seconds_per_CF", lambda ctx: ctx.cf.seconds_per_cf, False,
-    "wall time of the batched explain call per counterfactual, on the machine that built "
-    "the page (training excluded)", timing=True)
-ACCURACY = MetricSpec("Accuracy", None, True, "classifier test accuracy (a fraction)")
-register(IM1, VALIDITY, SECONDS_PER_CF, ACCURACY)

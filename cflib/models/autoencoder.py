@@ -158,8 +158,8 @@ class LatentAutoencoder(nn.Module):
 
     def _check_stats(self) -> None:
         if not self.stats_fitted:
-            raise ValueError("the autoencoder's latent statistics are unset; train through "
-                             "zoo.latent_autoencoder or call fit_latent_stats(x_train)")
+            raise ValueError("the autoencoder's latent statistics are unset; call "
+                             "fit_latent_stats(x_train) on its training images")
 
     def standardise(self, z: torch.Tensor) -> torch.Tensor:
         """``u = (z - code_mean) / code_std``."""

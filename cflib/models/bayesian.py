@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cflib.progress import progress
+from cflib.training import batches
 
 __all__ = ["BayesianClassifier", "MCDropoutCNN", "BayesLinear", "BayesByBackpropCNN",
            "train_bnn", "predictive_accuracy"]
@@ -367,8 +368,6 @@ def train_bnn(model: BayesByBackpropCNN, x: torch.Tensor, y: torch.Tensor, epoch
     of training images with the KL spread uniformly over minibatches.  Returns the
     last epoch's mean NLL and KL for the record.
     """
-    from cflib.training import batches
-
     dev = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     n = len(x)

@@ -4,8 +4,8 @@
   PACT-style activation clips, the Gumbel bit policy, the MSE clipping initialiser, the
   bit cost and the temperature schedule;
 * :mod:`cflib.quantization.model`: :class:`QuantSmallCNN` (``from_fp``, exact bypass);
-* :mod:`cflib.quantization.methods`: the seven recipes and their registry
-  :data:`QUANT_METHODS` (keys spelled as the leaderboard listing spells the rows).
+* :mod:`cflib.quantization.recipes`: the seven compression recipes, :data:`RECIPES`
+  (keys spelled as the leaderboard listing spells the rows).
 
 Written in cflib rather than taken from ``torch.ao``/torchao: the rows need 2-, 3- and
 4-bit and per-layer mixed widths on Conv2d, and the recourse solver needs input
@@ -21,19 +21,19 @@ from cflib.quantization.fake import (
     round_ste,
     temperature,
 )
-from cflib.quantization.methods import METHODS as QUANT_METHODS
-from cflib.quantization.methods import (
+from cflib.quantization.model import QuantSmallCNN
+from cflib.quantization.recipes import (
+    RECIPES,
     Pool,
     PTQConfig,
     QATConfig,
     build_quant_model,
     compress,
-    get_config,
-    method_config,
+    get_recipe,
+    with_epochs,
 )
-from cflib.quantization.model import QuantSmallCNN
 
 __all__ = ["BIT_CHOICES", "Quantizer", "bit_cost", "budget_penalty", "quantize_act",
-           "quantize_weight", "round_ste", "temperature", "QUANT_METHODS", "Pool", "PTQConfig",
-           "QATConfig", "build_quant_model", "compress", "get_config", "method_config",
+           "quantize_weight", "round_ste", "temperature", "RECIPES", "Pool", "PTQConfig",
+           "QATConfig", "build_quant_model", "compress", "get_recipe", "with_epochs",
            "QuantSmallCNN"]

@@ -3,7 +3,9 @@
     make sweep SEEDS=0,1,2 NB=mnist_eval [PROFILE=standard]
     cflib sweep mnist_eval --seeds 0 1 2 [--profile standard] [--workers 2]
 
-Each task is one chapter run (papermill, :func:`cflib.build_chapter.build`) at one
+A sweep varies the *training* seed and keeps the data seed fixed (the same queries and
+evaluation draws in every task), so its spread measures training alone.  Each task is
+one chapter run (papermill, :func:`cflib.book.build.execute.build`) at one training
 seed, executed by a ``dask.distributed`` worker in a folder of its own; it returns the
 chapter's results tables, which the client writes to
 ``results/sweep/<chapter>/<profile>/seed<seed>/``.  A merge step then builds, for every
@@ -38,30 +40,30 @@ from pathlib import Path
 
 import pandas as pd
 
-from cflib.chapters import check, get_chapter
-from cflib.data import PROJECT_ROOT
-from cflib.results import write_table
+from cflib.bench.data import PROJECT_ROOT
+from cflib.bench.results import CELL, write_table
+from cflib.book.build.execute import build
+from cflib.book.build.paths import BOOK_RUN
+from cflib.book.chapters import check, get_chapter
 
 log = logging.getLogger("cflib")
 SCHEDULER_ENV = "CFLIB_SCHEDULER"
 SWEEP_DIR = PROJECT_ROOT / "results" / "sweep"
-#: the columns that identify a cell of a chapter's results table
-CELL = ["dataset", "pair", "method", "setting", "metric"]
 
 
 def sweep_dir(chapter: str, profile: str = "standard", root=SWEEP_DIR) -> Path:
     return Path(root) / chapter / profile
 
 
-def run_chapter_task(chapter: str, seed: int, profile: str, device: str, extra: dict) -> dict:
-    """One task: the chapter at one seed, in a folder of its own; returns its tables
-    (``{file name: DataFrame}``) and its wall time.  Runs on a worker."""
-    from cflib.build_chapter import build
-
+def run_chapter_task(chapter: str, seed: int, profile: str, device: str, extra: dict,
+                     data_seed: int = 0) -> dict:
+    """One task: the chapter at one training seed, in a folder of its own; returns its
+    tables (``{file name: DataFrame}``) and its wall time.  Runs on a worker."""
     work = Path(tempfile.mkdtemp(prefix=f"sweep-{chapter}-seed{seed}-"))
     t0 = time.perf_counter()
     try:
-        build(chapter, profile, device, seed, extra, out_dir=work, results_dir=work)
+        build(chapter, profile, device, seed, data_seed, extra, out_dir=work,
+              results_dir=work)
         tables = {p.name: pd.read_csv(p, keep_default_na=False) for p in work.glob("*.csv")}
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -70,16 +72,17 @@ def run_chapter_task(chapter: str, seed: int, profile: str, device: str, extra: 
 
 
 def merge_seeds(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Mean, standard deviation (ddof 1) and number of seeds of every cell of a
+    """Mean, standard deviation (ddof 1) and number of training seeds of every cell of a
     chapter's results table over its per-seed results (``repeat`` rows are averaged
     within each seed first)."""
     df = pd.concat(frames, ignore_index=True)
     df["value"] = pd.to_numeric(df["value"], errors="coerce")
     keys = [c for c in CELL if c in df.columns]
-    per_seed = df.groupby(keys + ["seed"], sort=False, dropna=False)["value"].mean().reset_index()
+    per_seed = df.groupby(keys + ["train_seed"], sort=False, dropna=False)["value"].mean()
+    per_seed = per_seed.reset_index()
     out = per_seed.groupby(keys, sort=False, dropna=False).agg(
         mean=("value", "mean"), sd=("value", "std"), n=("value", "count"),
-        seeds=("seed", lambda s: " ".join(map(str, sorted(s))))).reset_index()
+        seeds=("train_seed", lambda s: " ".join(map(str, sorted(s))))).reset_index()
     out["profile"] = df["profile"].iloc[0]
     return out
 
@@ -101,7 +104,7 @@ def read_sweep(chapter: str, profile: str = "standard", root=SWEEP_DIR, own=None
     if not per_seed:
         return None, {}
     if own is not None and len(own):
-        per_seed[int(own["seed"].iloc[0])] = own
+        per_seed[int(own["train_seed"].iloc[0])] = own
     return merge_seeds(list(per_seed.values())), dict(sorted(per_seed.items()))
 
 
@@ -158,7 +161,8 @@ def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
     for ch in chapters:
         get_chapter(ch)
         for s in seeds:
-            check(ch, {"profile": profile, "device": device, "seed": s, **(extra or {})})
+            check(ch, {"profile": profile, "device": device, "train_seed": s,
+                       **(extra or {})})
     own = client is None
     cluster = None
     if own:
@@ -203,8 +207,6 @@ def merge_chapter(chapter: str, profile: str = "standard", root=SWEEP_DIR,
                   results_dir=None) -> pd.DataFrame | None:
     """Write ``merged.csv`` of a chapter's seeds: the swept ones and, for the book's
     profile, the book's own results file (``results/<chapter>.csv``)."""
-    from cflib.build_chapter import BOOK_RUN
-
     own = None
     book = Path(results_dir or Path(root).parent) / f"{chapter}.csv"
     if profile == BOOK_RUN["profile"] and book.exists():
@@ -218,7 +220,7 @@ def merge_chapter(chapter: str, profile: str = "standard", root=SWEEP_DIR,
 def main(argv=None) -> None:
     import argparse
 
-    from cflib.build_chapter import parse_extra
+    from cflib.book.build.cli import parse_extra
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("chapters", nargs="+")

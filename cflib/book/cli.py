@@ -1,7 +1,8 @@
 """The ``cflib`` console command.
 
     cflib list                          chapters, profiles and each chapter's parameters
-    cflib chapter NAME [--profile P] [--seed S] [--device D] [-p NAME VALUE ...]
+    cflib chapter NAME [--profile P] [--train-seed S] [--data-seed S] [--device D]
+                  [-p NAME VALUE ...]
     cflib book [--rerun]                execute stale chapters (or all), build the HTML
     cflib stale                         which chapters' inputs changed since they ran
     cflib sweep NAME --seeds 0 1 2      chapters x training seeds on Dask, merged
@@ -12,8 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cflib.chapters import CHAPTERS, parameter_schema
-from cflib.profiles import PROFILES
+from cflib.bench.profiles import PROFILES
+from cflib.book.chapters import CHAPTERS, parameter_schema
 
 
 def _listing() -> str:
@@ -35,7 +36,7 @@ def main(argv=None) -> None:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["sweep"]:                 # its own options (cflib.sweep)
-        from cflib.sweep import main as sweep_main
+        from cflib.book.sweep import main as sweep_main
 
         return sweep_main(argv[1:])
     ap = argparse.ArgumentParser(prog="cflib", description=__doc__.split("\n\n")[0],
@@ -46,13 +47,15 @@ def main(argv=None) -> None:
     ch.add_argument("name", choices=list(CHAPTERS) + ["all"])
     ch.add_argument("--profile", default="standard", choices=list(PROFILES))
     ch.add_argument("--device", default="cpu")
-    ch.add_argument("--seed", type=int, default=0)
+    ch.add_argument("--train-seed", type=int, default=0)
+    ch.add_argument("--data-seed", type=int, default=0)
     ch.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     bk = sub.add_parser("book", help="execute stale chapters, then build the HTML book")
     bk.add_argument("--rerun", action="store_true", help="execute every chapter")
     bk.add_argument("--profile", default="standard", choices=list(PROFILES))
     bk.add_argument("--device", default="cpu")
-    bk.add_argument("--seed", type=int, default=0)
+    bk.add_argument("--train-seed", type=int, default=0)
+    bk.add_argument("--data-seed", type=int, default=0)
     sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
     sub.add_parser("sweep", help="chapters x training seeds on Dask (cflib sweep --help)")
     rd = sub.add_parser("readme", help="regenerate the README's headline tables")
@@ -60,27 +63,28 @@ def main(argv=None) -> None:
     rd.add_argument("--readme", default="README.md")
     args = ap.parse_args(argv)
 
-    from cflib import build_chapter
+    from cflib.book.build import assemble, cli, digests
 
     if args.command == "list":
         print(_listing())
     elif args.command == "chapter":
         cmd = [args.name, "--profile", args.profile, "--device", args.device,
-               "--seed", str(args.seed)]
+               "--train-seed", str(args.train_seed), "--data-seed", str(args.data_seed)]
         for k, v in args.p:
             cmd += ["-p", k, v]
-        build_chapter.main(cmd)
+        cli.main(cmd)
     elif args.command == "book":
-        build_chapter.build_book(args.profile, args.device, args.seed, args.rerun)
+        assemble.build_book(args.profile, args.device, args.train_seed, args.data_seed,
+                            args.rerun)
     elif args.command == "stale":
         for name in CHAPTERS:
-            reasons = build_chapter.stale_reasons(name)
+            reasons = digests.stale_reasons(name)
             print(f"{name}: " + ("up to date" if not reasons else "stale: " + "; ".join(reasons)))
     elif args.command == "readme":
-        from cflib.report.readme import update_readme
+        from cflib.book.report.readme import update_readme, update_timings
 
         update_readme(args.readme, args.results)
-        build_chapter.update_timings(Path(args.readme))
+        update_timings(Path(args.readme))
         print(f"{args.readme}: headline tables regenerated from {args.results}/, chapter "
               "timings from book/chapters/")
 

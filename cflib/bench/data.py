@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DATA_ENV = "CFLIB_DATA"
 
 _ALIASES = {
@@ -37,6 +37,8 @@ CLASS_NAMES: dict[str, list[str]] = {
 }
 
 DATASET_TITLES = {"mnist": "MNIST", "fmnist": "Fashion-MNIST"}
+#: (C, H, W) of each dataset's images
+IMAGE_SHAPES = {"mnist": (1, 28, 28), "fmnist": (1, 28, 28)}
 
 
 def canonical_dataset(name: str) -> str:
@@ -196,7 +198,10 @@ def load_split(dataset: str, split: str = "test") -> tuple[torch.Tensor, torch.T
 
 def class_subset(x: torch.Tensor, y: torch.Tensor, classes, n: int | None = None,
                  seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The images of the given classes; ``n`` of them drawn with ``seed`` when set."""
+    """The images of the given classes; ``n`` of them (an int >= 1) drawn with ``seed``
+    when set (all of them when there are fewer)."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise ValueError(f"n must be an int >= 1 (images to draw) or None (all), got {n!r}")
     if isinstance(classes, int):
         classes = [classes]
     mask = torch.zeros_like(y, dtype=torch.bool)

@@ -5,10 +5,31 @@ the profile, so no weight is shared across datasets or profiles by accident.
 """
 from __future__ import annotations
 
-from cflib.data import canonical_dataset, class_subset, load_split, subsample
-from cflib.models import C3LTClassifier, FeatureNet
-from cflib.profiles import Profile, get_profile
-from cflib.training import accuracy, cached, train_autoencoder, train_classifier
+import time
+
+import torch
+
+from cflib.bench.data import canonical_dataset, class_subset, holdout, load_split, subsample
+from cflib.bench.profiles import Profile, get_profile
+from cflib.bench.seeds import Seeds, train_seed
+from cflib.cache import cache_key, cached, fingerprint
+from cflib.models import C3LTClassifier, FeatureNet, LatentAutoencoder, SmallCNN
+from cflib.models.autoencoder import make_autoencoder
+from cflib.models.bayesian import (
+    BayesByBackpropCNN,
+    MCDropoutCNN,
+    predictive_accuracy,
+    train_bnn,
+)
+from cflib.models.dcgan import DCGAN, EncoderDCGAN, train_dcgan, train_encoder
+from cflib.quantization.recipes import (
+    Pool,
+    build_quant_model,
+    compress,
+    train_kd_student,
+)
+from cflib.tensors import check_class
+from cflib.training import accuracy, reconstruction_mse, train_autoencoder, train_classifier
 
 
 def _base(kind, dataset, profile: Profile, seed, **hp):
@@ -20,10 +41,10 @@ def _trained_classifier(kind: str, arch: str, build, dataset: str, profile: Prof
     """A classifier trained with Adam (lr 1e-3, batch 128) on ``profile.train_subset``
     training images, through the cache; ``info["test_accuracy"]`` on the full test split."""
     cfg = _base(kind, dataset, profile, seed, arch=arch, epochs=epochs, lr=1e-3,
-                batch_size=128, train_subset=profile.train_subset)
+                batch_size=128, train_subset=profile.nets.train_subset)
 
     def train(model):
-        x, y = subsample(*load_split(dataset, "train"), profile.train_subset, seed)
+        x, y = subsample(*load_split(dataset, "train"), profile.nets.train_subset, seed)
         train_classifier(model, x, y, epochs, lr=1e-3, seed=seed,
                          desc=f"{kind.replace('_', ' ')} {dataset}")
         return {"test_accuracy": accuracy(model, *load_split(dataset, "test"))}
@@ -39,16 +60,18 @@ def classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
     """
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     return _trained_classifier("classifier", "C3LTClassifier", C3LTClassifier, dataset,
-                               profile, seed, profile.clf_epochs, device, use_cache)
+                               profile, train_seed("classifier", seed),
+                               profile.nets.clf_epochs, device, use_cache)
 
 
 def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
                 use_cache: bool = True):
     """The FID/KID feature network (128-d), trained as a classifier on the dataset
-    (seed + 1000: independent of the explained classifier)."""
+    (its own seed: independent of the explained classifier)."""
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     return _trained_classifier("feature_net", "FeatureNet-128", FeatureNet, dataset, profile,
-                               seed + 1000, profile.feat_epochs, device, use_cache)
+                               train_seed("feature_net", seed), profile.nets.feat_epochs,
+                               device, use_cache)
 
 
 #: the class-specific autoencoder architecture of IM1/IM2, chosen on the validation pairs
@@ -65,13 +88,12 @@ def autoencoder_split(dataset: str, cls: int | None, profile="standard", seed: i
     """The training images of an autoencoder and its held-out validation images: the
     train split (of class ``cls``, or all classes), ``profile.ae_subset`` of them, split
     by a seeded permutation into (1 - AE_VAL_FRACTION, AE_VAL_FRACTION)."""
-    from cflib.data import holdout
-
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    seed = train_seed("autoencoder", seed)
     x, y = load_split(dataset, "train")
     if cls is not None:
         x, y = class_subset(x, y, cls)
-    x, _ = subsample(x, y, profile.ae_subset, seed)
+    x, _ = subsample(x, y, profile.nets.ae_subset, seed)
     return holdout(x, AE_VAL_FRACTION, seed)
 
 
@@ -86,21 +108,21 @@ def autoencoder(dataset: str, cls: int | None, profile="standard", seed: int = 0
     :func:`autoencoder_split`, whose best epoch is kept.  ``info`` holds the validation
     and test reconstruction errors per pixel and the epochs run.
     """
-    from cflib.models.autoencoder import make_autoencoder
-    from cflib.training import reconstruction_mse
-
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     arch = arch or (ALL_CLASS_AE if cls is None else IM_CLASS_AE)
     make_autoencoder(arch)  # an unknown architecture fails before any training
-    epochs = profile.ae_all_epochs if cls is None else profile.ae_class_epochs
-    cfg = _base("autoencoder", dataset, profile, seed, arch=arch, cls=cls, max_epochs=epochs,
-                patience=profile.ae_patience, val_fraction=AE_VAL_FRACTION, lr=1e-3,
-                batch_size=128, subset=profile.ae_subset)
+    if cls is not None:
+        cls = check_class(cls, 10, "autoencoder class")
+    epochs = profile.nets.ae_all_epochs if cls is None else profile.nets.ae_class_epochs
+    s = train_seed("autoencoder", seed)
+    cfg = _base("autoencoder", dataset, profile, s, arch=arch, cls=cls, max_epochs=epochs,
+                patience=profile.nets.ae_patience, val_fraction=AE_VAL_FRACTION, lr=1e-3,
+                batch_size=128, subset=profile.nets.ae_subset)
 
     def train(model):
         x, x_val = autoencoder_split(dataset, cls, profile, seed)
-        info = train_autoencoder(model, x, epochs, seed=seed, x_val=x_val,
-                                 patience=profile.ae_patience,
+        info = train_autoencoder(model, x, epochs, seed=s, x_val=x_val,
+                                 patience=profile.nets.ae_patience,
                                  desc=f"AE {arch} {dataset} {'all' if cls is None else cls}")
         xt, yt = load_split(dataset, "test")
         if cls is not None:
@@ -112,8 +134,8 @@ def autoencoder(dataset: str, cls: int | None, profile="standard", seed: int = 0
 
 def _dcgan_config(dataset: str, profile: Profile, seed: int) -> dict:
     return _base("dcgan", dataset, profile, seed, arch="DCGAN-28 nz100 ngf64 ndf64",
-                 epochs=profile.dcgan_epochs, lr=2e-4, beta1=0.5, batch_size=64,
-                 subset=profile.dcgan_subset)
+                 epochs=profile.c3lt.dcgan_epochs, lr=2e-4, beta1=0.5, batch_size=64,
+                 subset=profile.c3lt.dcgan_subset)
 
 
 def dcgan(dataset: str, profile="standard", seed: int = 0, device="cpu",
@@ -124,14 +146,14 @@ def dcgan(dataset: str, profile="standard", seed: int = 0, device="cpu",
     ``dcgan_epochs`` epochs on ``dcgan_subset`` images of all classes.  Returns
     ``((generator, discriminator), info)``; both come from one cached module.
     """
-    from cflib.models.dcgan import DCGAN, train_dcgan
-
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    seed = train_seed("dcgan", seed)
     cfg = _dcgan_config(dataset, profile, seed)
+    sizes = profile.c3lt
 
     def train(gan):
-        x, y = subsample(*load_split(dataset, "train"), profile.dcgan_subset, seed)
-        return train_dcgan(gan, x, profile.dcgan_epochs, lr=2e-4, beta1=0.5,
+        x, y = subsample(*load_split(dataset, "train"), sizes.dcgan_subset, seed)
+        return train_dcgan(gan, x, sizes.dcgan_epochs, lr=2e-4, beta1=0.5,
                            batch_size=64, seed=seed, desc=f"DCGAN {dataset}")
 
     gan, info = cached("dcgan", cfg, DCGAN, train, device, use_cache)
@@ -147,23 +169,21 @@ def c3lt_encoder(dataset: str, profile="standard", seed: int = 0, device="cpu",
     key holds the generator's key, so a retrained GAN gets a new encoder.
     ``info["test_recon_l1"]`` is the mean |G(E(x)) - x| on 1000 test images.
     """
-    import torch
-
-    from cflib.models.dcgan import EncoderDCGAN, train_encoder
-    from cflib.training import cache_key
-
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    cfg = _base("c3lt_encoder", dataset, profile, seed, arch="EncoderDCGAN-100",
-                epochs=profile.encoder_epochs, lr=1e-3, batch_size=128,
-                latent_weight=1.0, subset=profile.dcgan_subset,
-                generator=cache_key(_dcgan_config(dataset, profile, seed)))
+    s = train_seed("encoder", seed)
+    sizes = profile.c3lt
+    cfg = _base("c3lt_encoder", dataset, profile, s, arch="EncoderDCGAN-100",
+                epochs=sizes.encoder_epochs, lr=1e-3, batch_size=128,
+                latent_weight=1.0, subset=sizes.dcgan_subset,
+                generator=cache_key(_dcgan_config(dataset, profile,
+                                                  train_seed("dcgan", seed))))
 
     def train(enc):
         (G, _), _ = dcgan(dataset, profile, seed, next(enc.parameters()).device, use_cache)
-        x, y = subsample(*load_split(dataset, "train"), profile.dcgan_subset, seed)
-        info = train_encoder(enc, G, x, profile.encoder_epochs, lr=1e-3, batch_size=128,
-                             seed=seed, desc=f"C3LT encoder {dataset}")
-        xt, yt = subsample(*load_split(dataset, "test"), 1000, seed)
+        x, y = subsample(*load_split(dataset, "train"), sizes.dcgan_subset, s)
+        info = train_encoder(enc, G, x, sizes.encoder_epochs, lr=1e-3, batch_size=128,
+                             seed=s, desc=f"C3LT encoder {dataset}")
+        xt, yt = subsample(*load_split(dataset, "test"), 1000, s)
         with torch.no_grad():
             dev = next(enc.parameters()).device
             err = sum((G(enc(xt[i:i + 250].to(dev))) - xt[i:i + 250].to(dev)).abs().sum().item()
@@ -181,22 +201,21 @@ def mc_dropout_classifier(dataset: str, profile="standard", seed: int = 0, devic
                           use_cache: bool = True):
     """The C3LT CNN trained with dropout 0.5 and used with dropout on (MC dropout).
 
-    Adam (lr 1e-3, batch 128) for ``profile.bayes_epochs`` epochs on the train split;
+    Adam (lr 1e-3, batch 128) for ``bayes.epochs`` epochs on the train split;
     predictions average the softmax over ``BAYES_N_SAMPLES`` fixed dropout masks
     (``sample_seed = seed``).  Returns (model, info); ``info["test_accuracy"]`` is the
     accuracy of the posterior-mean prediction on the full test split,
     ``info["test_accuracy_deterministic"]`` that of the dropout-off network.
     """
-    from cflib.models.bayesian import MCDropoutCNN, predictive_accuracy
-
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    seed = train_seed("bayes_model", seed)
+    epochs, subset = profile.bayes.epochs, profile.nets.train_subset
     cfg = _base("mc_dropout_classifier", dataset, profile, seed, arch="MCDropoutCNN",
-                p=0.5, epochs=profile.bayes_epochs, lr=1e-3, batch_size=128,
-                train_subset=profile.train_subset)
+                p=0.5, epochs=epochs, lr=1e-3, batch_size=128, train_subset=subset)
 
     def train(model):
-        x, y = subsample(*load_split(dataset, "train"), profile.train_subset, seed)
-        train_classifier(model, x, y, profile.bayes_epochs, lr=1e-3, seed=seed,
+        x, y = subsample(*load_split(dataset, "train"), subset, seed)
+        train_classifier(model, x, y, epochs, lr=1e-3, seed=seed,
                          desc=f"MC-dropout CNN {dataset}")
         xt, yt = load_split(dataset, "test")
         return {"test_accuracy": predictive_accuracy(model, xt, yt),
@@ -212,21 +231,20 @@ def bnn_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu"
     """A Bayes-by-Backprop network (C3LT trunk, mean-field Gaussian FC layers).
 
     ELBO with Adam (lr 1e-3, batch 128, prior N(0, 0.1^2), sigma initialised at
-    softplus(-5)) for ``profile.bayes_epochs`` epochs on the train split; predictions
+    softplus(-5)) for ``bayes.epochs`` epochs on the train split; predictions
     average the softmax over ``BAYES_N_SAMPLES`` fixed weight draws.  Returns
     (model, info) as :func:`mc_dropout_classifier`.
     """
-    from cflib.models.bayesian import BayesByBackpropCNN, predictive_accuracy, train_bnn
-
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    seed = train_seed("bayes_model", seed)
+    epochs, subset = profile.bayes.epochs, profile.nets.train_subset
     cfg = _base("bnn_classifier", dataset, profile, seed, arch="BayesByBackpropCNN",
-                prior_sigma=0.1, rho_init=-5.0, epochs=profile.bayes_epochs, lr=1e-3,
-                batch_size=128, train_subset=profile.train_subset)
+                prior_sigma=0.1, rho_init=-5.0, epochs=epochs, lr=1e-3,
+                batch_size=128, train_subset=subset)
 
     def train(model):
-        x, y = subsample(*load_split(dataset, "train"), profile.train_subset, seed)
-        elbo = train_bnn(model, x, y, profile.bayes_epochs, lr=1e-3, seed=seed,
-                         desc=f"BNN {dataset}")
+        x, y = subsample(*load_split(dataset, "train"), subset, seed)
+        elbo = train_bnn(model, x, y, epochs, lr=1e-3, seed=seed, desc=f"BNN {dataset}")
         xt, yt = load_split(dataset, "test")
         return {"test_accuracy": predictive_accuracy(model, xt, yt),
                 "test_accuracy_deterministic": accuracy(model, xt, yt), **elbo}
@@ -237,48 +255,44 @@ def bnn_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu"
                   train, device, use_cache)
 
 
-# -- the quantization chapter (Yahyati et al. 2026; QUANT.md 3, 6 and 7) ---------------------
-def quant_pool(dataset: str, profile="standard", seed: int = 0):
-    """The chapter's training pool (QUANT.md 6.1): ``quant_train_subset`` training images
-    drawn with ``seed``, then a seeded permutation splits off ``quant_val_fraction`` of them
-    for validation, calibration and initialisation (5,000 -> 4,500 / 500 at standard, as
-    the code).  Returns a :class:`cflib.quantization.methods.Pool`; an empty split is a
-    ValueError naming the profile fields to raise."""
-    import torch
-
-    from cflib.quantization.methods import Pool
-
+# -- the quantization chapter (Yahyati et al. 2026) ------------------------------------------
+def quant_pool(dataset: str, profile="standard", seed: int = 0) -> Pool:
+    """The chapter's training pool: ``quant.train_subset`` training images drawn with the
+    training seed, then a seeded permutation splits off ``quant.val_fraction`` of them for
+    validation, calibration and initialisation (5,000 -> 4,500 / 500 at standard, as the
+    public code).  An empty split is a ValueError naming the profile fields to raise."""
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    frac = float(profile.quant_val_fraction)
+    seed = train_seed("quant_pool", seed)      # the pool's own seed from here on
+    frac = float(profile.quant.val_fraction)
     if not 0 <= frac < 1:
-        raise ValueError(f"quant_val_fraction must be in [0, 1), got {frac}")
-    x, y = subsample(*load_split(dataset, "train"), profile.quant_train_subset, seed)
+        raise ValueError(f"quant.val_fraction must be in [0, 1), got {frac}")
+    x, y = subsample(*load_split(dataset, "train"), profile.quant.train_subset, seed)
     n_val = int(round(frac * len(x)))
     if n_val < 1 or n_val >= len(x):
         raise ValueError(
-            f"the calibration set is empty: quant_val_fraction={frac} of {len(x)} pool images "
+            f"the calibration set is empty: quant.val_fraction={frac} of {len(x)} pool images "
             f"gives {n_val} validation images and {len(x) - n_val} training images; raise "
-            "quant_val_fraction (or quant_train_subset) so that both are non-empty")
+            "val_fraction (or train_subset) so that both are non-empty")
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
     val, train = perm[:n_val], perm[n_val:]
     return Pool(x[train], y[train], x[val], y[val])
 
 
 def _pool_spec(profile: Profile, seed: int) -> dict:
-    return {"train_subset": profile.quant_train_subset, "val_fraction": profile.quant_val_fraction,
-            "seed": seed}
+    return {"train_subset": profile.quant.train_subset,
+            "val_fraction": profile.quant.val_fraction, "seed": seed}
 
 
 def quant_test_split(dataset: str, profile="standard", seed: int = 0):
-    """The images Accuracy is measured on: the full test split (deviation (e); the code uses
-    its ~115 queries), or ``quant_test_subset`` of them drawn with ``seed + 2``."""
+    """The images Accuracy is measured on: the full test split (the public code uses its
+    ~115 queries), or ``quant.test_subset`` of them drawn with the seed of
+    ``quant_test``."""
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    return subsample(*load_split(dataset, "test"), profile.quant_test_subset, seed + 2)
+    return subsample(*load_split(dataset, "test"), profile.quant.test_subset,
+                     Seeds(data=seed)("quant_test"))
 
 
 def _timed(fn):
-    import time
-
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
@@ -287,21 +301,20 @@ def _timed(fn):
 def small_cnn(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
               use_cache: bool = True):
     """The chapter's FP32 SmallCNN: AdamW (lr 1e-3, weight decay 1e-4), batch 128,
-    ``quant_clf_epochs`` epochs on the pool's training images, no selection (the code's
-    ``_train_classifier``).  ``info``: ``train_seconds`` (T_fp of Overhead, stored so a
-    cached re-run reproduces it) and ``test_accuracy`` (:func:`quant_test_split`)."""
-    from cflib.models import SmallCNN
-
+    ``quant.clf_epochs`` epochs on the pool's training images, no selection (the code's
+    ``_train_classifier``).  ``info``: ``train_seconds`` (T_fp, stored so a cached re-run
+    reproduces it) and ``test_accuracy`` (:func:`quant_test_split`)."""
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    epochs = profile.quant_clf_epochs
-    cfg = _base("small_cnn", dataset, profile, seed, arch="SmallCNN-64", epochs=epochs,
+    s = train_seed("quant_model", seed)
+    epochs = profile.quant.clf_epochs
+    cfg = _base("small_cnn", dataset, profile, s, arch="SmallCNN-64", epochs=epochs,
                 optimizer="AdamW", lr=1e-3, weight_decay=1e-4, batch_size=128,
-                data=_pool_spec(profile, seed), test_subset=profile.quant_test_subset)
+                data=_pool_spec(profile, seed), test_subset=profile.quant.test_subset)
 
     def train(model):
         pool = quant_pool(dataset, profile, seed)
         secs = _timed(lambda: train_classifier(model, pool.x_train, pool.y_train, epochs,
-                                               lr=1e-3, seed=seed, weight_decay=1e-4,
+                                               lr=1e-3, seed=s, weight_decay=1e-4,
                                                desc=f"SmallCNN {dataset}"))
         return {"train_seconds": secs,
                 "test_accuracy": accuracy(model, *quant_test_split(dataset, profile, seed))}
@@ -312,24 +325,21 @@ def small_cnn(dataset: str = "fmnist", profile="standard", seed: int = 0, device
 def latent_autoencoder(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
                        use_cache: bool = True):
     """The recourse solver's autoencoder (latent 32): Adam 1e-3, MSE, batch 128,
-    ``quant_ae_epochs`` epochs on the pool's training images of all classes; then the
+    ``quant.ae_epochs`` epochs on the pool's training images of all classes; then the
     per-dimension statistics of their codes (``fit_latent_stats``), kept in the cache.
     ``info``: ``train_seconds``, ``test_mse`` (on 1,000 test images, [-1, 1] scale)."""
-    import torch
-
-    from cflib.models import LatentAutoencoder
-
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    epochs = profile.quant_ae_epochs
-    cfg = _base("latent_autoencoder", dataset, profile, seed, arch="LatentAutoencoder-32",
+    s = train_seed("quant_model", seed)
+    epochs = profile.quant.ae_epochs
+    cfg = _base("latent_autoencoder", dataset, profile, s, arch="LatentAutoencoder-32",
                 epochs=epochs, lr=1e-3, batch_size=128, data=_pool_spec(profile, seed))
 
     def train(model):
         pool = quant_pool(dataset, profile, seed)
-        secs = _timed(lambda: train_autoencoder(model, pool.x_train, epochs, seed=seed,
+        secs = _timed(lambda: train_autoencoder(model, pool.x_train, epochs, seed=s,
                                                 desc=f"latent AE {dataset}"))
         model.fit_latent_stats(pool.x_train)
-        xt, _ = subsample(*load_split(dataset, "test"), 1000, seed)
+        xt, _ = subsample(*load_split(dataset, "test"), 1000, s)
         with torch.no_grad():
             dev = next(model.parameters()).device
             mse = ((model(xt.to(dev)) - xt.to(dev)) ** 2).mean().item()
@@ -341,27 +351,24 @@ def latent_autoencoder(dataset: str = "fmnist", profile="standard", seed: int = 
 def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
                use_cache: bool = True, *, fp=None, temperature: float = 2.0, alpha: float = 0.5,
                epochs: int | None = None):
-    """KD+Quant's student: a fresh SmallCNN (seed + 1) trained for ``epochs`` (default
-    ``quant_clf_epochs``) on ``alpha CE + (1 - alpha) T^2 KL`` against the FP model ``fp``
+    """KD+Quant's student: a fresh SmallCNN (its own seed) trained for ``epochs`` (default
+    ``quant.clf_epochs``) on ``alpha CE + (1 - alpha) T^2 KL`` against the FP model ``fp``
     (default :func:`small_cnn`), with the FP recipe's optimiser.  The key holds the FP
     model's fingerprint.  ``info``: ``train_seconds``, ``test_accuracy``."""
-    from cflib.models import SmallCNN
-    from cflib.quantization.methods import train_kd_student
-    from cflib.training import fingerprint
-
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    epochs = profile.quant_clf_epochs if epochs is None else int(epochs)
+    epochs = profile.quant.clf_epochs if epochs is None else int(epochs)
     if fp is None:
         fp, _ = small_cnn(dataset, profile, seed, device, use_cache)
-    cfg = _base("kd_student", dataset, profile, seed + 1, arch="SmallCNN-64", epochs=epochs,
-                kd_temperature=temperature, kd_alpha=alpha, optimizer="AdamW", lr=1e-3,
-                weight_decay=1e-4, batch_size=128, data=_pool_spec(profile, seed),
-                test_subset=profile.quant_test_subset, teacher=fingerprint(fp))
+    student_seed = train_seed("kd_student", seed)
+    cfg = _base("kd_student", dataset, profile, student_seed, arch="SmallCNN-64",
+                epochs=epochs, kd_temperature=temperature, kd_alpha=alpha, optimizer="AdamW",
+                lr=1e-3, weight_decay=1e-4, batch_size=128, data=_pool_spec(profile, seed),
+                test_subset=profile.quant.test_subset, teacher=fingerprint(fp))
 
     def train(model):
         pool = quant_pool(dataset, profile, seed)
         secs = _timed(lambda: train_kd_student(model, fp, pool.x_train, pool.y_train, epochs,
-                                               temperature, alpha, seed=seed + 1,
+                                               temperature, alpha, seed=student_seed,
                                                desc=f"KD student {dataset}"))
         return {"train_seconds": secs,
                 "test_accuracy": accuracy(model, *quant_test_split(dataset, profile, seed))}
@@ -369,12 +376,24 @@ def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, devic
     return cached("kd_student", cfg, SmallCNN, train, device, use_cache)
 
 
+def recipe_config(name: str, profile="standard"):
+    """A row's compression recipe with the epochs of ``profile`` (nothing else changes)."""
+    from cflib.quantization.recipes import get_recipe, with_epochs
+
+    profile = get_profile(profile)
+    cfg = get_recipe(name)
+    sizes = profile.quant
+    if hasattr(cfg, "student_epochs"):
+        return with_epochs(cfg, sizes.qat_epochs, sizes.clf_epochs)
+    return with_epochs(cfg, sizes.calib_epochs)
+
+
 def quantized(method: str, dataset: str = "fmnist", profile="standard", seed: int = 0,
               device="cpu", use_cache: bool = True, *, target: int = 0, config=None, fp=None,
               autoencoder=None):
     """A compressed SmallCNN of the quantization table, through the cache.
 
-    ``method`` is a row of :data:`cflib.quantization.QUANT_METHODS` (its config with the
+    ``method`` is a row of :data:`cflib.quantization.RECIPES` (its config with the
     profile's epochs), or any label when ``config`` is given (the sweep's and check
     rows' variants).  ``fp`` / ``autoencoder`` default to :func:`small_cnn` /
     :func:`latent_autoencoder`; the key holds the method, its config, the target, the
@@ -385,20 +404,17 @@ def quantized(method: str, dataset: str = "fmnist", profile="standard", seed: in
     """
     from dataclasses import asdict
 
-    from cflib.explainers.base import as_target
-    from cflib.quantization.methods import build_quant_model, compress, method_config
-    from cflib.training import fingerprint
-
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
-    config = method_config(method, profile) if config is None else config
-    t = int(as_target(target, 1, "cpu")[0])
+    config = recipe_config(method, profile) if config is None else config
+    t = check_class(target, 10, "target")
     if fp is None:
         fp, _ = small_cnn(dataset, profile, seed, device, use_cache)
     if autoencoder is None:
         autoencoder, _ = latent_autoencoder(dataset, profile, seed, device, use_cache)
-    cfg = _base("quantized", dataset, profile, seed, method=method,
+    s = train_seed("quant_model", seed)
+    cfg = _base("quantized", dataset, profile, s, method=method,
                 recipe=type(config).__name__, config=asdict(config), target=t,
-                data=_pool_spec(profile, seed), test_subset=profile.quant_test_subset,
+                data=_pool_spec(profile, seed), test_subset=profile.quant.test_subset,
                 fp=fingerprint(fp), autoencoder=fingerprint(autoencoder))
 
     def train(q):
@@ -408,7 +424,7 @@ def quantized(method: str, dataset: str = "fmnist", profile="standard", seed: in
             student, sinfo = kd_student(dataset, profile, seed, device, use_cache, fp=fp,
                                         temperature=config.kd_temperature,
                                         alpha=config.kd_alpha, epochs=config.student_epochs)
-        info = compress(q, config, fp, pool, autoencoder=autoencoder, target=t, seed=seed,
+        info = compress(q, config, fp, pool, autoencoder=autoencoder, target=t, seed=s,
                         student=student, desc=f"{method} {dataset}")
         if student is not None:
             info["student_seconds"] = float(sinfo["train_seconds"])

@@ -6,7 +6,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from cflib.metrics.spec import SECONDS_PER_CF
+from cflib.bench.results import MEAN_OVER_PAIRS
+from cflib.book.report.tables import performance_table, quant_table
+from cflib.metrics import SECONDS_PER_CF
 
 
 def _frame(ax, color: str = "red", width: float = 2.0) -> None:
@@ -76,7 +78,8 @@ def plot_aupc_curves(curves: dict, pairs, methods):
 
 def plot_seconds(results: pd.DataFrame):
     """Seconds per counterfactual per method (log scale), mean over pairs."""
-    df = results[(results["metric"] == SECONDS_PER_CF.name) & (results["pair"] == "mean")]
+    df = results[(results["metric"] == SECONDS_PER_CF.name)
+                 & (results["aggregate"] == MEAN_OVER_PAIRS)]
     df = df.set_index("method")["value"]
     fig, ax = plt.subplots(figsize=(6, 0.45 * len(df) + 0.8))
     ax.barh(df.index, df.values, color="tab:blue")
@@ -116,14 +119,14 @@ def plot_perturbation_curves(curves: pd.DataFrame, methods=None):
     """Validity against the scale of weight noise, a panel per setting; lines are the
     mean over repeats, bands the min-max over repeats.  Scale 0 is drawn at the left
     edge of the log axis."""
-    settings = list(dict.fromkeys(curves["setting"]))
+    settings = list(dict.fromkeys(curves["model"]))
     methods = list(methods or dict.fromkeys(curves["method"]))
     fig, axes = plt.subplots(1, len(settings), figsize=(4.6 * len(settings), 3.4),
                              squeeze=False, sharey=True)
     positive = curves.loc[curves["scale"] > 0, "scale"]
     zero_at = positive.min() / 3 if len(positive) else 1e-4
     for ax, s in zip(axes[0], settings):
-        d = curves[curves["setting"] == s].copy()
+        d = curves[curves["model"] == s].copy()
         d["x"] = d["scale"].where(d["scale"] > 0, zero_at)
         for m in methods:
             dm = d[d["method"] == m].groupby("x")["validity"]
@@ -160,8 +163,6 @@ def plot_rank_heatmaps(ranks: dict):
 def plot_acc_vs_vd(results: pd.DataFrame, dataset: str = "fmnist"):
     """"Accuracy hides what VD shows": per compressed row, accuracy (ours beside the
     paper's, FP32 as a line) and VD with its 95 % interval (or sd over seeds)."""
-    from cflib.report.tables import quant_table
-
     t = quant_table(results, dataset)
     rows = [m for m in t.index if m != "FP32"]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 0.42 * len(rows) + 1.6), sharey=True)
@@ -191,7 +192,7 @@ def plot_vd_vs_bits(sweep: pd.DataFrame, results: pd.DataFrame):
     """The uniform-bit PTQ sweep: accuracy and VD against bits, the mixed-precision rows
     as points at their average bits."""
     s = sweep.groupby(["bits", "metric"])["value"].mean().unstack()
-    res = results[results["setting"] == ""]
+    res = results[results["variant"] == ""]
     mean = res.groupby(["method", "metric"])["value"].mean()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.4))
     a1.plot(s.index, 100 * s["Accuracy"], marker="o", color="tab:blue", label="PTQ W=A=b")
@@ -217,7 +218,7 @@ def plot_recourse_grid(run, seed: int | None = None, n: int = 6, methods=None):
     """Rows: ``n`` FP-feasible queries (those with a VD event first); columns: the query,
     the FP recourse, each compressed row's own recourse.  A red frame marks a row whose
     model rejects the FP recourse (a VD event); each cell shows cos(delta_f, delta_q)."""
-    seed = run.seeds[0] if seed is None else seed
+    seed = run.train_seeds[0] if seed is None else seed
     methods = [m for m in (methods or run.methods) if (seed, "", m) in run.recourse]
     fp = run.recourse[(seed, "", "FP32")].cf
     feasible = fp.success.nonzero().flatten().tolist()
@@ -274,7 +275,7 @@ def plot_recourse_distributions(run, methods=None):
     methods = list(methods or run.methods)
 
     def pooled(m, attr):
-        vals = [getattr(run.recourse[(s, "", m)], attr) for s in run.seeds
+        vals = [getattr(run.recourse[(s, "", m)], attr) for s in run.train_seeds
                 if (s, "", m) in run.recourse]
         v = np.concatenate([np.asarray(t, dtype=float) for t in vals]) if vals else np.array([])
         return v[~np.isnan(v)]
@@ -320,8 +321,6 @@ def plot_time_vs_batch(perf: pd.DataFrame):
 def plot_fraction_of_bound(perf: pd.DataFrame):
     """The fraction of the classifier's large-batch forward+backward FLOP rate each
     method reaches, one image at a time and at its best batch size."""
-    from cflib.report.tables import performance_table
-
     t = performance_table(perf)
     t = t[t["GFLOP/CF"] > 0]
     fig, ax = plt.subplots(figsize=(8, 0.35 * len(t) + 1.4))

@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from cflib.data import DATASET_TITLES
-from cflib.report.tables import bayes_table, comparison_table
-from cflib.results import read_results
+from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT
+from cflib.bench.results import CLASSIFIER, read_results
+from cflib.bench.tables.c3lt import C3LT_METRICS
+from cflib.book.build.paths import CHAPTER_DIR
+from cflib.book.chapters import CHAPTERS
+from cflib.book.report.tables import bayes_table, comparison_table, quant_table, spread_table
+from cflib.book.sweep import read_sweep
+from cflib.io import atomic_write
 
 HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
 
@@ -63,34 +68,30 @@ def markdown_spread(table: pd.DataFrame, digits: int = 3) -> str:
 
 
 def _c3lt_block(df: pd.DataFrame, dataset: str, name: str, results_dir) -> str:
-    from cflib.c3lt_benchmark import C3LT_METRICS
-    from cflib.report.tables import spread_table
-    from cflib.sweep import read_sweep
-
     metrics = [s.name for s in C3LT_METRICS]
-    methods = list(dict.fromkeys(df.loc[df["method"] != "Classifier", "method"]))
+    methods = list(dict.fromkeys(df.loc[df["method"] != CLASSIFIER, "method"]))
     profile = df["profile"].iloc[0]
     merged, _ = read_sweep(name, profile, root=Path(results_dir) / "sweep", own=df)
     if merged is not None:
-        acc = merged[merged["method"] == "Classifier"]
+        acc = merged[merged["method"] == CLASSIFIER]
         n = int(merged["n"].max())
         return (f"**{DATASET_TITLES[dataset]}**, profile `{profile}`, {n} training seeds "
                 f"({merged['seeds'].iloc[0].replace(' ', ', ')}; classifier test accuracy "
                 f"{acc['mean'].item():.4f} ± {acc['sd'].item():.4f}); mean over the three "
                 f"pairs, mean ± sd over seeds / paper:\n\n"
                 + markdown_spread(spread_table(merged, "c3lt", dataset, metrics, methods)))
-    acc = df.loc[df["method"] == "Classifier", "value"].item()
+    acc = df.loc[df["method"] == CLASSIFIER, "value"].item()
     t = comparison_table(df, "c3lt", dataset, metrics=metrics, methods=methods)
-    return (f"**{DATASET_TITLES[dataset]}**, profile `{profile}`, seed "
-            f"{df['seed'].iloc[0]} (classifier test accuracy {acc:.4f}); mean over the "
+    return (f"**{DATASET_TITLES[dataset]}**, profile `{profile}`, training seed "
+            f"{df['train_seed'].iloc[0]} (classifier test accuracy {acc:.4f}); mean over the "
             f"three pairs, ours / paper:\n\n" + markdown_ours_paper(t))
 
 
 def _bayes_blocks(df: pd.DataFrame) -> list[str]:
     out = []
-    for s in dict.fromkeys(df.loc[df["method"] != "Classifier", "setting"]):
-        acc = df.loc[(df["method"] == "Classifier") & (df["setting"] == s), "value"].item()
-        n = df.loc[(df["setting"] == s) & (df["repeat"] >= 0), "repeat"].nunique()
+    for s in dict.fromkeys(df.loc[df["method"] != CLASSIFIER, "model"]):
+        acc = df.loc[(df["method"] == CLASSIFIER) & (df["model"] == s), "value"].item()
+        n = df.loc[(df["model"] == s) & (df["repeat"] >= 0), "repeat"].nunique()
         out.append(f"**MNIST, Bayesian classifiers: {s}**, profile `{df['profile'].iloc[0]}` "
                    f"(posterior-mean test accuracy {acc:.4f}); mean ± sd over {n} repeats, "
                    f"paper's IM1 after the slash:\n\n" + markdown_bayes(bayes_table(df, s)))
@@ -116,11 +117,9 @@ def markdown_quant(table: pd.DataFrame, digits: int = 3) -> str:
 
 
 def _quant_block(df: pd.DataFrame) -> list[str]:
-    from cflib.report.tables import quant_table
-
-    seeds = df["seed"].nunique()
+    seeds = df["train_seed"].nunique()
     spread = "the 95 % bootstrap half-width" if seeds == 1 else f"the sd over {seeds} seeds"
-    fp = df[(df["method"] == "FP32") & (df["setting"] == "")].groupby("metric")["value"].mean()
+    fp = df[(df["method"] == "FP32") & (df["variant"] == "")].groupby("metric")["value"].mean()
     return [f"**Fashion-MNIST, recourse under quantization**, profile `{df['profile'].iloc[0]}` "
             f"(FP32 test accuracy {fp['Accuracy']:.4f}, FP recourse feasible for "
             f"{fp['FP_Feasible']:.3f} of the queries); accuracy and overhead ours / paper, VD, "
@@ -156,20 +155,51 @@ def headline(results_dir="results") -> str:
 
 def update_readme(readme="README.md", results_dir="results") -> str:
     """Rewrite the text between the headline markers of ``readme`` with :func:`headline`."""
-    import os
-
-    path = Path(readme)
-    text = path.read_text()
-    if HEADLINE_START not in text or HEADLINE_END not in text:
-        raise ValueError(f"{readme} has no {HEADLINE_START} ... {HEADLINE_END} block")
     block = headline(results_dir)          # fails before the README is touched
-    head, rest = text.split(HEADLINE_START, 1)
-    _, tail = rest.split(HEADLINE_END, 1)
-    new = f"{head}{HEADLINE_START}\n{block}\n{HEADLINE_END}{tail}"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(new)
-    os.replace(tmp, path)
+    return _replace_block(readme, HEADLINE_START, HEADLINE_END, block)
+
+
+def _replace_block(path, start: str, end: str, block: str) -> str:
+    """Rewrite the text between two markers of a file, atomically; returns the new text."""
+    path = Path(path)
+    text = path.read_text()
+    if start not in text or end not in text:
+        raise ValueError(f"{path} has no {start} ... {end} block")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    new = f"{head}{start}\n{block}\n{end}{tail}"
+    atomic_write(path, new)
     return new
+
+
+TIMING_START, TIMING_END = "<!-- timing:chapters:start -->", "<!-- timing:chapters:end -->"
+
+
+def timing_markdown(nb_dir: Path = CHAPTER_DIR) -> str:
+    """How long each committed chapter took to execute, read from its notebook's metadata
+    (the run that produced it: its profile, threads and date; networks already in the
+    weight cache were loaded, not trained)."""
+    import nbformat
+
+    rows = ["| chapter | profile | executed in | CPU threads | date |", "|---|---|---|---|---|"]
+    for name in CHAPTERS:
+        path = nb_dir / f"{name}.ipynb"
+        if not path.exists():
+            continue
+        meta = nbformat.read(path, as_version=4).metadata.get("cflib", {})
+        if "seconds" not in meta:
+            continue
+        rows.append(f"| `{name}` | `{meta['params']['profile']}` | "
+                    f"{meta['seconds'] / 60:.1f} min | {meta['threads']} | {meta['date']} |")
+    return "\n".join(rows)
+
+
+def update_timings(readme: Path = PROJECT_ROOT / "README.md", nb_dir: Path = CHAPTER_DIR) -> None:
+    """Rewrite the README's block between the timing markers from the chapters in
+    ``nb_dir`` (the committed ones by default)."""
+    _replace_block(readme, TIMING_START, TIMING_END, timing_markdown(nb_dir))
+
+
 
 
 def main(argv=None) -> None:

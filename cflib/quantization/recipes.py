@@ -1,9 +1,9 @@
 """The compression recipes of the quantization table (QUANT.md section 3).
 
 Configs are frozen dataclasses with the public code's argument names and defaults
-(``cfq/experiments/image.py``); :data:`METHODS` maps each row, spelled as the
-leaderboard listing spells it, to its config; :func:`method_config` sets a profile's
-epochs and nothing else.  :func:`compress` runs a recipe on a bare
+(``cfq/experiments/image.py``); :data:`RECIPES` maps each row, spelled as the
+leaderboard listing spells it, to its config; :func:`with_epochs` changes the epoch
+counts and nothing else.  :func:`compress` runs a recipe on a bare
 :class:`~cflib.quantization.model.QuantSmallCNN` (what the weight cache builds).
 
 | row | recipe |
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cflib.explainers.base import model_device
+from cflib.explainers.latent import LatentRecourse, LatentRecourseConfig
 from cflib.progress import progress
 from cflib.quantization.fake import (
     BIT_CHOICES,
@@ -37,6 +37,7 @@ from cflib.quantization.fake import (
 )
 from cflib.quantization.model import QuantSmallCNN
 from cflib.scopes import frozen
+from cflib.tensors import model_device
 from cflib.training import batches
 
 
@@ -62,7 +63,7 @@ class PTQConfig:
     teacher_steps: int = 2          # CF-PTQ's teacher (latent PGD on the FP model)
     teacher_step_size: float = 0.12
     lr: float = 5e-3                # Adam on the raw steps and clips only
-    epochs: int = 3                 # calibration epochs (profile: quant_calib_epochs)
+    epochs: int = 3                 # calibration epochs
     batch_size: int = 128
     init: str = "mse"               # "mse" (deviation (a)) or "repo" (the code's rule)
     init_grid: int = 40             # clip values of the MSE grid search
@@ -88,14 +89,14 @@ class QATConfig:
     weight_decay: float = 1e-4
     grad_clip: float = 10.0         # global gradient-norm clip
     batch_size: int = 128
-    epochs: int = 4                 # QAT epochs (profile: quant_qat_epochs)
+    epochs: int = 4                 # QAT epochs
     teacher_steps: int = 2          # CFQ's teacher: latent PGD on the FP model
     teacher_step_size: float = 0.12
     teacher_restarts: int = 1
     prune_fraction: float = 0.0     # Prune+Quant: 0.30
     kd_temperature: float | None = None  # KD+Quant: 2.0 (None: no distillation)
     kd_alpha: float = 0.5
-    student_epochs: int = 5         # KD student epochs (profile: quant_clf_epochs)
+    student_epochs: int = 5         # KD student epochs
     init: str = "mse"
     init_grid: int = 40
     init_batch: int = 256
@@ -135,7 +136,7 @@ class QATConfig:
 
 
 #: the rows of the listing, in its order -> their recipe (the code's values)
-METHODS: dict[str, PTQConfig | QATConfig] = {
+RECIPES: dict[str, PTQConfig | QATConfig] = {
     "PTQ INT8": PTQConfig(bits=8),
     "CFQ-QAT": QATConfig(eta=1.0),
     "CF-PTQ": PTQConfig(bits=4, cf_aware=True),
@@ -146,19 +147,20 @@ METHODS: dict[str, PTQConfig | QATConfig] = {
 }
 
 
-def get_config(name: str) -> PTQConfig | QATConfig:
-    """The registry's config of a row, or a ValueError listing the 7 names."""
-    if name not in METHODS:
-        raise ValueError(f"unknown quantization method {name!r}; choose from {list(METHODS)}")
-    return METHODS[name]
+def get_recipe(name: str) -> PTQConfig | QATConfig:
+    """The config of a row of the listing, or a ValueError listing the 7 names."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown compression recipe {name!r}; choose from {list(RECIPES)}")
+    return RECIPES[name]
 
 
-def method_config(name: str, profile) -> PTQConfig | QATConfig:
-    """The row's config with the epochs of ``profile`` (nothing else changes)."""
-    cfg = get_config(name)
-    if isinstance(cfg, PTQConfig):
-        return replace(cfg, epochs=profile.quant_calib_epochs)
-    return replace(cfg, epochs=profile.quant_qat_epochs, student_epochs=profile.quant_clf_epochs)
+def with_epochs(config: PTQConfig | QATConfig, epochs: int,
+                student_epochs: int | None = None) -> PTQConfig | QATConfig:
+    """A recipe with other epoch counts (calibration or QAT epochs; the KD student's)."""
+    if isinstance(config, PTQConfig):
+        return replace(config, epochs=int(epochs))
+    out = replace(config, epochs=int(epochs))
+    return out if student_epochs is None else replace(out, student_epochs=int(student_epochs))
 
 
 def build_quant_model(config: PTQConfig | QATConfig, n_classes: int = 10) -> QuantSmallCNN:
@@ -184,8 +186,6 @@ def teacher(fp: nn.Module, autoencoder: nn.Module, steps: int = 2, step_size: fl
             restarts: int = 1, batch_size: int = 256):
     """The code's teacher: :class:`~cflib.explainers.latent.LatentRecourse` with
     ``steps`` x ``step_size``, ``restarts`` restarts, on the frozen FP model."""
-    from cflib.explainers.latent import LatentRecourse, LatentRecourseConfig
-
     cfg = LatentRecourseConfig.teacher(steps=steps, step_size=step_size, restarts=restarts,
                                        batch_size=batch_size)
     return LatentRecourse(fp, cfg, autoencoder=autoencoder)
@@ -228,8 +228,7 @@ def cf_calibration_set(fp: nn.Module, autoencoder: nn.Module, x_val: torch.Tenso
     keep = y_val != target
     if not keep.any():
         raise ValueError("the CF-PTQ calibration set is empty: no validation image lies outside "
-                         f"the target class {target}; raise quant_val_fraction or "
-                         "quant_train_subset")
+                         f"the target class {target}; pass more validation images")
     sol = teacher(fp, autoencoder, steps, step_size).solve(x_val[keep], int(target))
     return (torch.cat([x_val[keep], sol.x_cf.detach().cpu().to(x_val)]),
             float(sol.success.float().mean()))
@@ -242,8 +241,7 @@ def calibrate_ptq(q: QuantSmallCNN, fp: nn.Module, x_cal: torch.Tensor, cfg: PTQ
     logits on ``x_cal``, ``cfg.epochs`` epochs of batches of ``cfg.batch_size``.  The
     weights and biases are not touched (bitwise)."""
     if len(x_cal) == 0:
-        raise ValueError("the calibration set is empty; raise quant_val_fraction or "
-                         "quant_train_subset")
+        raise ValueError("the calibration set is empty; pass calibration images")
     dev = model_device(q)
     with torch.no_grad(), frozen(fp):
         ref = torch.cat([fp(x_cal[i:i + 1024].to(dev)) for i in range(0, len(x_cal), 1024)])
@@ -409,10 +407,9 @@ def compress(q: QuantSmallCNN, config: PTQConfig | QATConfig, fp: nn.Module, poo
             and autoencoder is None:
         raise ValueError(f"{desc} needs the latent autoencoder of its teacher (autoencoder=)")
     if isinstance(config, QATConfig) and config.kd and student is None:
-        raise ValueError(f"{desc} distils into a student: pass student= (zoo.kd_student)")
+        raise ValueError(f"{desc} distils into a student: pass student= (a SmallCNN trained by train_kd_student)")
     if len(pool.x_val) == 0:
-        raise ValueError("the calibration set is empty; raise quant_val_fraction or "
-                         "quant_train_subset")
+        raise ValueError("the calibration set is empty; pass calibration images")
     info: dict = {}
     x_init = pool.x_val[:config.init_batch]
     t0 = time.perf_counter()

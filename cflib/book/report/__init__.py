@@ -1,12 +1,12 @@
 """Tables beside the papers' values, the chapters' figures and the README headline.
 
-* :mod:`cflib.report.tables`: ours beside the papers' numbers, pivots, rankings;
-* :mod:`cflib.report.figures`: counterfactual grids, curves, heatmaps;
-* :mod:`cflib.report.readme`: the README's headline block (``python -m cflib.report``).
+* :mod:`cflib.book.report.tables`: ours beside the papers' numbers, pivots, rankings;
+* :mod:`cflib.book.report.figures`: counterfactual grids, curves, heatmaps;
+* :mod:`cflib.book.report.readme`: the README's headline block (``python -m cflib.book.report``).
 
-Paper values come from :mod:`cflib.reference`, never typed into a notebook.
+Paper values come from :mod:`cflib.bench.reference`, never typed into a notebook.
 """
-from cflib.report.figures import (
+from cflib.book.report.figures import (
     plot_acc_vs_vd,
     plot_aupc_curves,
     plot_bayes_grid,
@@ -21,14 +21,14 @@ from cflib.report.figures import (
     plot_time_vs_batch,
     plot_vd_vs_bits,
 )
-from cflib.report.readme import (
+from cflib.book.report.readme import (
     headline,
     markdown_bayes,
     markdown_ours_paper,
     markdown_quant,
     update_readme,
 )
-from cflib.report.tables import (
+from cflib.book.report.tables import (
     bayes_table,
     comparison_table,
     kendall_tau,

@@ -23,7 +23,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from cflib.data import PROJECT_ROOT
+import torch
+
+from cflib.bench import catalog
+from cflib.bench.data import PROJECT_ROOT, canonical_dataset, parse_pair
+from cflib.bench.profiles import PROFILES
+from cflib.bench.tables.bayes import MODELS
+from cflib.bench.tables.quant import check_methods as check_recipes
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 
@@ -146,26 +152,20 @@ def _convert(p: Param, value):
 
 def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> None:
     """Ranges and names of the parameters the chapters share."""
-    from cflib.profiles import PROFILES
-
     if name == "profile" and value not in PROFILES:
         raise ValueError(f"unknown profile {value!r}; choose one of {sorted(PROFILES)}")
-    if name == "seed" and value < 0:
-        raise ValueError(f"seed must be >= 0, got {value}")
+    if name in ("train_seed", "data_seed") and value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
     if name == "n_images" and value is not None and value < 4:
         raise ValueError(f"n_images must be at least 4 (the figures show 4 queries per pair) "
                          f"or None for the profile's size, got {value}")
     if name == "device":
-        import torch
-
         if not re.fullmatch(r"cpu|cuda(:\d+)?", value):
             raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
         if value.startswith("cuda") and not torch.cuda.is_available():
             raise ValueError(f"device {value!r} asked for but CUDA is not available here; "
                              "use device='cpu'")
     if name == "dataset":
-        from cflib.data import canonical_dataset
-
         canonical = canonical_dataset(value)
         fixed = (chapter.fixed.get("dataset") if chapter else None)
         if fixed is not None and canonical != fixed:
@@ -175,32 +175,23 @@ def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> Non
                              f"does not match it" + (f" (run the chapter {other[0]!r})"
                                                      if other else ""))
     if name == "pairs" and value is not None:
-        from cflib.data import canonical_dataset, check_pair, parse_pair
-
         if not value:
             raise ValueError("pairs must name at least one pair, e.g. ['4->9'], or be None")
         for pr in value:
-            check_pair(canonical_dataset(values.get("dataset", "mnist")), *parse_pair(pr))
+            catalog.check_pair(parse_pair(pr), 10)
     if name == "methods" and value is not None:
         if not value:
             raise ValueError("methods must name at least one method, or be None")
         if chapter is not None and chapter.source == "fashion_mnist_quant.py":
-            from cflib.quant_benchmark import check_methods
-
-            check_methods(value)          # the compression recipes, not explainers
+            check_recipes(value)          # the compression recipes, not explainers
         else:
-            from cflib.explainers import get_method
-
-            for m in value:
-                get_method(m)
+            catalog.check_methods(value)
     if name == "target" and not 0 <= value <= 9:
         raise ValueError(f"target must be a class in 0..9, got {value}")
-    if name == "settings" and value is not None:
-        from cflib.bayes_benchmark import SETTINGS
-
-        bad = [s for s in value if s not in SETTINGS]
+    if name == "models" and value is not None:
+        bad = [s for s in value if s not in MODELS]
         if bad or not value:
-            raise ValueError(f"unknown setting(s) {bad}; choose from {list(SETTINGS)}")
+            raise ValueError(f"unknown model(s) {bad}; choose from {list(MODELS)}")
 
 
 def check(chapter: str | Chapter, given: dict, source=None) -> dict:

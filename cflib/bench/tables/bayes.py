@@ -36,28 +36,33 @@ import pandas as pd
 import torch
 from torch import nn
 
-from cflib import zoo
-from cflib.data import canonical_dataset, load_split
-from cflib.explainers import METHODS, Counterfactuals, get_method
+from cflib.bench import catalog, zoo
+from cflib.bench.data import canonical_dataset, load_split
+from cflib.bench.profiles import get_profile
+from cflib.bench.results import CLASSIFIER, tidy
+from cflib.bench.runner import Table, evaluate
+from cflib.bench.runner import shape_checks as _shape_checks
+from cflib.bench.runner import summarise as _summarise
+from cflib.bench.seeds import Seeds
+from cflib.explainers import Counterfactuals
+from cflib.metrics import ACCURACY, IM1, SECONDS_PER_CF
 from cflib.metrics.robustness import (
+    IMPLAUSIBILITY,
+    ROBUSTNESS_AUC,
+    ROBUSTNESS_RATIO,
+    VALIDITY_FRESH,
+    VALIDITY_IN_SAMPLE,
     fresh_draws,
-    implausibility,
-    robustness_auc,
     robustness_ratio,
     validity_under_perturbation,
 )
-from cflib.metrics.spec import ACCURACY, IM1, SECONDS_PER_CF, MetricSpec, register
-from cflib.profiles import get_profile
-from cflib.results import shape_checks as _shape_checks
-from cflib.results import tidy
 
 log = logging.getLogger("cflib")
 
-SETTINGS = {"mc_dropout": zoo.mc_dropout_classifier, "bnn": zoo.bnn_classifier}
+#: the two Bayesian classifiers of the chapter (the ``model`` column)
+MODELS = {"mc_dropout": zoo.mc_dropout_classifier, "bnn": zoo.bnn_classifier}
 #: the rows of the table, in the chapter's order
 BAYES_METHODS = ["Wachter", "BayesCF", "ROAR", "Schut", "PSCE"]
-PAIR = "schut_map"
-QUERY_SEED = 12345  # Schut et al.'s repeats use seeds 12345 + repeat
 
 #: Schut et al. (2021) official code (``experiments/exp_qualitative_eval.py``): for a
 #: test digit of class c the target is drawn uniformly from SCHUT_TARGETS[c].
@@ -97,17 +102,7 @@ def schut_queries(dataset: str = "mnist", n: int = 100, seed: int = 0, split: st
     return x[idx], y[idx], schut_targets(y[idx], seed), idx
 
 
-def query_seed(seed: int, repeat: int) -> int:
-    return QUERY_SEED + 1000 * seed + repeat
-
-
-FRESH_SEED = 10_000_000  # posterior draws for evaluation: seeds no search ever uses
-N_FRESH = 20             # as many fresh draws as the searches use
-
-
-def fresh_seed(seed: int, repeat: int) -> int:
-    """The seed of the fresh posterior draws that judge one repeat's counterfactuals."""
-    return FRESH_SEED + 1000 * seed + repeat
+N_FRESH = 20             # as many fresh posterior draws as the searches use
 
 
 #: weight-noise scales of the validity curve (0 = no noise)
@@ -131,7 +126,7 @@ class BayesContext:
     y_train: torch.Tensor
     n_perturbations: int = 20
     seed: int = 0
-    fresh_seed: int = FRESH_SEED
+    fresh_seed: int = 10_000_000
     scales: tuple = DEFAULT_SCALES
 
     def fresh(self):
@@ -156,93 +151,82 @@ class BayesContext:
                                     self.n_perturbations, seed=self.seed)
 
 
-BAYES_METRICS: tuple[MetricSpec, ...] = register(
-    IM1,
-    MetricSpec("Implausibility",
-               lambda c: implausibility(c.cf.x_cf, c.cf.target, c.x_train, c.y_train).mean().item(),
-               False, "mean L2 distance to the nearest 10 % of target-class training images"),
-    MetricSpec("Validity", lambda c: c.cf.validity, True,
-               "share classified as the target by the posterior draws the search used "
-               "(in-sample)"),
-    MetricSpec("Validity_fresh", lambda c: c.validity_fresh(), True,
-               "share classified as the target by fresh posterior draws the search never saw "
-               "(out-of-sample)"),
-    MetricSpec("Robustness_AUC", lambda c: robustness_auc(c.curve), True,
-               "area under validity (fresh draws) against weight-noise std 1e-3 to 1e-1, "
-               "log axis, normalised to [0, 1]"),
-    MetricSpec("Robustness_Ratio_1e-3", lambda c: c.robustness_ratio(), True,
-               "share of valid counterfactuals (fresh draws) still valid after N(0, 1e-3²) "
-               "weight noise; saturated: about 1 for every method"),
+BAYES_METRICS = (
+    IM1, IMPLAUSIBILITY, VALIDITY_IN_SAMPLE, VALIDITY_FRESH, ROBUSTNESS_AUC, ROBUSTNESS_RATIO,
     SECONDS_PER_CF,
 )
 
 
-def bayes_model(dataset: str = "mnist", setting: str = "mc_dropout", profile="standard",
+BAYES_TABLE = Table("bayes", tuple(BAYES_METHODS), BAYES_METRICS)
+
+
+def check_models(models) -> list[str]:
+    """The Bayesian classifiers to run (names of :data:`MODELS`)."""
+    models = [models] if isinstance(models, str) else list(models)
+    bad = [m for m in models if m not in MODELS]
+    if bad or not models:
+        raise ValueError(f"unknown model(s) {bad}; choose from {list(MODELS)}")
+    return models
+
+
+def bayes_model(dataset: str = "mnist", model: str = "mc_dropout", profile="standard",
                 seed: int = 0, device="cpu"):
-    """The cached classifier of a setting: (model, info)."""
-    if setting not in SETTINGS:
-        raise ValueError(f"unknown setting {setting!r}; choose one of {list(SETTINGS)}")
-    return SETTINGS[setting](dataset, profile, seed, device)
+    """The cached Bayesian classifier ``model`` of training seed ``seed``: (model, info)."""
+    check_models([model])
+    return MODELS[model](dataset, profile, seed, device)
 
 
-def check_methods(methods) -> list[str]:
-    methods = list(methods)
-    for m in methods:
-        get_method(m)
-    return methods
+def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="standard",
+                 seeds: Seeds = Seeds(), device="cpu", methods=BAYES_METHODS,
+                 n_perturbations: int = 20, model_and_info=None,
+                 scales=DEFAULT_SCALES) -> tuple[list[dict], dict]:
+    """Run the chapter's methods for one Bayesian classifier; returns ``(rows, cfs)``.
 
-
-def run_bayesian(dataset: str = "mnist", setting: str = "mc_dropout", profile="standard",
-                 seed: int = 0, device="cpu", methods=BAYES_METHODS, n_perturbations: int = 20,
-                 model_and_info=None, scales=DEFAULT_SCALES) -> tuple[list[dict], dict]:
-    """Run the chapter's methods for one setting; returns ``(rows, cfs)``.
-
-    ``rows``: tidy dicts (dataset, pair, method, setting, metric, value, seed, profile,
-    repeat).  ``cfs``: ``{"queries": [(x, y, target, index) per repeat],
-    "<method>": [Counterfactuals per repeat] (on the CPU), "model_info": info,
-    "curves": [rows (setting, method, repeat, scale, validity)]}`` where the curves are
-    validity on fresh posterior draws against the scale of weight noise.
-    ``model_and_info``: the setting's ``(model, info)`` when the caller already has it
-    (else it is loaded from the cache).
+    ``rows``: tidy dicts (:data:`cflib.bench.results.COLUMNS` and ``repeat``).  ``cfs``:
+    ``{"queries": [(x, y, target, index) per repeat], "<method>": [Counterfactuals per
+    repeat] (on the CPU), "model_info": info, "curves": [rows (model, method, repeat,
+    scale, validity)]}`` where the curves are validity on fresh posterior draws against
+    the scale of weight noise.  ``model_and_info``: the classifier's ``(model, info)``
+    when the caller already has it (else it is loaded from the cache).
     """
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
-    methods = check_methods(methods)
-    model, info = model_and_info or bayes_model(dataset, setting, prof, seed, device)
-    log.info("%s classifier: test accuracy %.4f", setting, info.get("test_accuracy", float("nan")))
+    methods = catalog.check_methods(methods)
+    clf, info = model_and_info or bayes_model(dataset, model, prof, seeds.train, device)
+    log.info("%s classifier: test accuracy %.4f", model, info.get("test_accuracy", float("nan")))
     x_train, y_train = load_split(dataset, "train")
-    aes = {c: zoo.autoencoder(dataset, c, prof, seed, device=device)[0] for c in range(10)}
-    explainers = {m: METHODS[m].from_profile(model, dataset=dataset, profile=prof, seed=seed)
+    aes = {c: zoo.autoencoder(dataset, c, prof, seeds.train, device=device)[0]
+           for c in range(10)}
+    explainers = {m: catalog.build(m, clf, dataset=dataset, profile=prof, seeds=seeds)
                   for m in methods}
     rows: list[dict] = []
     cfs: dict = {"queries": [], "model_info": info, "curves": [], **{m: [] for m in methods}}
-    base = {"dataset": dataset, "pair": PAIR, "setting": setting, "seed": seed,
-            "profile": prof.name}
-    for r in range(prof.bayes_repeats):
-        qs = query_seed(seed, r)
-        x, y, t, idx = schut_queries(dataset, prof.bayes_n_images, qs)
+    base = {"dataset": dataset, "model": model, **seeds.columns(), "profile": prof.name}
+    for r in range(prof.bayes.repeats):
+        qs = seeds("bayes_queries", r)
+        x, y, t, idx = schut_queries(dataset, prof.bayes.n_images, qs)
         cfs["queries"].append((x, y, t, idx))
         for m, ex in explainers.items():
-            log.info("%s / %s: repeat %d, %d images", setting, m, r, len(x))
+            log.info("%s / %s: repeat %d, %d images", model, m, r, len(x))
             cf = ex.explain(x, t, seed=qs)
-            ctx = BayesContext(cf, y, aes, model, x_train, y_train, n_perturbations, qs,
-                               fresh_seed(seed, r), tuple(scales))
-            rows += [{**base, "method": m, "metric": spec.name, "value": spec(ctx), "repeat": r}
-                     for spec in BAYES_METRICS]
-            cfs["curves"] += [{"setting": setting, "method": m, "repeat": r, "scale": sc,
+            ctx = BayesContext(cf, y, aes, clf, x_train, y_train, n_perturbations, qs,
+                               seeds("bayes_fresh", r), tuple(scales))
+            rows += [{**base, "method": m, "metric": k, "value": v, "repeat": r}
+                     for k, v in evaluate(ctx, BAYES_TABLE.metrics).items()]
+            cfs["curves"] += [{"model": model, "method": m, "repeat": r, "scale": sc,
                                "validity": v} for sc, v in ctx.curve.items()]
             cfs[m].append(cf.cpu())
     return rows, cfs
 
 
-# -- the chapter: both settings, tidy results, spread over repeats ---------------------------
+# -- the chapter: both classifiers, tidy results, spread over repeats --------------------------
 @dataclass
 class BayesRun:
     """What :func:`run_bayesian_table` returns.
 
-    ``results``: tidy rows (one per setting, method, metric and repeat; plus the
+    ``results``: tidy rows (one per model, method, metric and repeat; plus the
     classifiers' ``Accuracy`` with ``method = "Classifier"``); ``counterfactuals``:
-    ``{setting: cfs}`` as returned by :func:`run_bayesian`; ``curves``: validity on fresh
-    posterior draws against weight-noise scale (setting, method, repeat, scale, validity).
+    ``{model: cfs}`` as returned by :func:`run_bayesian`; ``curves``: validity on fresh
+    posterior draws against weight-noise scale (model, method, repeat, scale, validity).
     """
 
     results: pd.DataFrame
@@ -250,52 +234,48 @@ class BayesRun:
     curves: pd.DataFrame
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Extra tables written beside the results (:func:`cflib.results.write_run`)."""
+        """Extra tables written beside the results (:func:`cflib.bench.results.write_run`)."""
         return {"curves": self.curves}
 
     @property
-    def settings(self) -> list[str]:
+    def models(self) -> list[str]:
         return list(self.counterfactuals)
 
     @property
     def accuracy(self) -> pd.Series:
-        acc = self.results[self.results["method"] == "Classifier"]
-        return acc.set_index("setting")["value"]
+        acc = self.results[self.results["method"] == CLASSIFIER]
+        return acc.set_index("model")["value"]
 
 
-def run_bayesian_table(dataset: str = "mnist", settings=tuple(SETTINGS), profile="standard",
-                       seed: int = 0, device="cpu", methods=BAYES_METHODS,
+def run_bayesian_table(dataset: str = "mnist", models=tuple(MODELS), profile="standard",
+                       seeds: Seeds = Seeds(), device="cpu", methods=BAYES_METHODS,
                        n_perturbations: int = 20, scales=DEFAULT_SCALES) -> BayesRun:
-    """Run :func:`run_bayesian` for every setting; returns a :class:`BayesRun`."""
-    settings = list(settings)
-    bad = [s for s in settings if s not in SETTINGS]
-    if bad:
-        raise ValueError(f"unknown setting(s) {bad}; choose from {list(SETTINGS)}")
-    methods = check_methods(methods)
+    """Run :func:`run_bayesian` for every Bayesian classifier; returns a :class:`BayesRun`."""
+    models = check_models(models)
+    methods = catalog.check_methods(methods)
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
     rows, cfs, curves = [], {}, []
-    for s in settings:
-        model, info = bayes_model(dataset, s, prof, seed, device)
-        rows.append({"dataset": dataset, "pair": "all", "method": "Classifier", "setting": s,
+    for m in models:
+        clf, info = bayes_model(dataset, m, prof, seeds.train, device)
+        rows.append({"dataset": dataset, "method": CLASSIFIER, "model": m,
                      "metric": ACCURACY.name, "value": float(info["test_accuracy"]),
-                     "seed": seed, "profile": prof.name, "repeat": -1})
-        r, c = run_bayesian(dataset, s, prof, seed, device, methods, n_perturbations,
-                            model_and_info=(model, info), scales=scales)
+                     **seeds.columns(), "profile": prof.name, "repeat": -1})
+        r, c = run_bayesian(dataset, m, prof, seeds, device, methods, n_perturbations,
+                            model_and_info=(clf, info), scales=scales)
         rows += r
-        cfs[s] = c
+        cfs[m] = c
         curves += c["curves"]
     return BayesRun(tidy(rows), cfs, pd.DataFrame(curves))
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     """Mean, standard deviation (ddof 1; NaN for one repeat) and number of repeats of
-    every (setting, method, metric); the classifiers' accuracy rows are left out."""
-    df = results[results["method"] != "Classifier"]
-    return (df.groupby(["setting", "method", "metric"], sort=False)["value"]
-            .agg(mean="mean", std="std", n="count").reset_index())
+    every (model, method, metric); the classifiers' accuracy rows are left out."""
+    out = _summarise(results[results["method"] != CLASSIFIER], over="repeat")
+    return out[["model", "method", "metric", "mean", "std", "n"]]
 
 
 def shape_checks(summary: pd.DataFrame) -> pd.DataFrame:
-    """The paper's expected shape (``cflib/reference/expected.csv``, table ``bayes``) per
-    setting, on :func:`summarise`'s means over repeats (ties count as holding)."""
-    return _shape_checks(summary.rename(columns={"mean": "value"}), "bayes", by=["setting"])
+    """The paper's expected shape (``expected.csv``, table ``bayes``) per Bayesian
+    classifier, on :func:`summarise`'s means over repeats (ties count as holding)."""
+    return _shape_checks(summary.rename(columns={"mean": "value"}), "bayes", by=["model"])

@@ -6,12 +6,12 @@ parts of the train split), and the evidence is written to ``results/tuning/``; t
 chapters show those files in their protocol notes and a test checks that the
 library's constants are the winners.
 
-    python -m cflib.tuning im_autoencoder [--profile standard] [--datasets mnist fmnist]
-    python -m cflib.tuning expgan [--profile standard]
+    python -m cflib.bench.tuning im_autoencoder [--profile standard] [--datasets mnist fmnist]
+    python -m cflib.bench.tuning expgan [--profile standard]
 
 * ``im_autoencoder``: the architecture of the class autoencoders of IM1/IM2.  For
   each candidate, the class autoencoders of the validation pair are trained as the
-  chapters train them (:func:`cflib.zoo.autoencoder`); on the held-out tenth of the
+  chapters train them (:func:`cflib.bench.zoo.autoencoder`); on the held-out tenth of the
   training images of each class, IM1 is computed for real *target* images (should be
   low) and real *query* images (should be high).  The criterion is the AUC of that
   separation (the probability that a real query image scores a higher IM1 than a
@@ -37,11 +37,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from cflib import zoo
-from cflib.data import PROJECT_ROOT, canonical_dataset, class_subset, holdout, load_split
-from cflib.metrics import im1
-from cflib.profiles import get_profile
-from cflib.results import write_table
+from cflib.bench import zoo
+from cflib.bench.data import PROJECT_ROOT, canonical_dataset, class_subset, holdout, load_split
+from cflib.bench.profiles import get_profile
+from cflib.bench.results import write_table
+from cflib.explainers import ExpGAN, ExpGANConfig
+from cflib.metrics import im1, proximity
 
 log = logging.getLogger("cflib")
 
@@ -64,7 +65,7 @@ def separation_auc(low: torch.Tensor, high: torch.Tensor) -> float:
 
 def tune_im_autoencoder(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                         device="cpu", candidates=IM_AE_CANDIDATES) -> pd.DataFrame:
-    """The evidence for :data:`cflib.zoo.IM_CLASS_AE`: one row per (dataset, architecture,
+    """The evidence for :data:`cflib.bench.zoo.IM_CLASS_AE`: one row per (dataset, architecture,
     metric); metrics ``AUC``, ``IM1_target_median``, ``IM1_query_median``,
     ``val_mse_query``, ``val_mse_target``, ``epochs_query``, ``epochs_target``."""
     prof = get_profile(profile)
@@ -134,9 +135,6 @@ def tune_expgan(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                 device="cpu", candidates=None) -> pd.DataFrame:
     """The evidence for ExpGAN's default weights: per dataset and candidate, validity and
     proximity on held-out training images of the validation pair's query class."""
-    from cflib.explainers import ExpGAN, ExpGANConfig
-    from cflib.metrics import proximity
-
     prof = get_profile(profile)
     candidates = candidates or EXPGAN_CANDIDATES
     rows = []
@@ -148,9 +146,9 @@ def tune_expgan(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
         xt_all, _ = class_subset(x, y, t)
         xq_fit, xq_val = holdout(xq_all, 0.1, seed)
         xt_fit, _ = holdout(xt_all, 0.1, seed)
-        n = prof.c3lt_subset
+        n = prof.c3lt.c3lt_subset
         xq_fit, xt_fit = xq_fit[:n] if n else xq_fit, xt_fit[:n] if n else xt_fit
-        base = ExpGANConfig(epochs=prof.expgan_epochs, seed=seed)
+        base = ExpGANConfig(epochs=prof.c3lt.expgan_epochs, seed=seed)
         for name, over in candidates.items():
             cfg = replace(base, **over)
             cache = {"dataset": d, "pair": f"{q}->{t}", "profile": prof.name, "seed": seed,

@@ -1,10 +1,10 @@
 """The C3LT table (Khorram & Fuxin 2022): methods x metrics over class pairs.
 
 :func:`run_c3lt_table` builds every method of the table from the catalog
-(:data:`cflib.explainers.METHODS`) for each class pair, explains the same query
-images with each, and scores every counterfactual with the table's metric specs
-(:data:`C3LT_METRICS`).  The result is the tidy table of :mod:`cflib.results`,
-with the mean over pairs as ``pair = "mean"``.
+(:mod:`cflib.bench.catalog`) for each class pair, explains the same query images
+with each, and scores every counterfactual with the table's metric specs
+(:data:`C3LT_TABLE`).  The result is the tidy table of :mod:`cflib.bench.results`,
+with the mean over pairs as ``aggregate = "mean over pairs"``.
 """
 from __future__ import annotations
 
@@ -16,22 +16,32 @@ import pandas as pd
 import torch
 from torch import nn
 
-from cflib import zoo
-from cflib.data import (
-    CF_PAIRS,
-    canonical_dataset,
-    check_pair,
-    class_subset,
-    load_split,
-    pair_label,
-    parse_pair,
+from cflib.bench import catalog, zoo
+from cflib.bench.data import CF_PAIRS, canonical_dataset, class_subset, load_split, pair_label
+from cflib.bench.profiles import get_profile
+from cflib.bench.results import CLASSIFIER, tidy, with_pair_means
+from cflib.bench.runner import Table, evaluate
+from cflib.bench.seeds import Seeds
+from cflib.explainers import Counterfactuals
+from cflib.metrics import (
+    ACCURACY,
+    AUPC_QUERY,
+    AUPC_TARGET,
+    COUT,
+    EDITS,
+    FEATURE_VALIDITY,
+    FID,
+    IM1,
+    IM2,
+    KID,
+    PROXIMITY,
+    SECONDS_PER_CF,
+    VALIDITY,
+    FrozenFeatures,
+    aupc,
+    fid_kid,
 )
-from cflib.explainers import METHODS, Counterfactuals, get_method
-from cflib.metrics import FrozenFeatures, aupc, fid_kid, im2, proximity
 from cflib.metrics.aupc import AUPCResult
-from cflib.metrics.spec import ACCURACY, IM1, SECONDS_PER_CF, VALIDITY, MetricSpec, register
-from cflib.profiles import get_profile
-from cflib.results import tidy, with_pair_means
 
 log = logging.getLogger("cflib")
 
@@ -69,7 +79,7 @@ class PairContext:
     models: EvalModels
     reference: torch.Tensor
     aupc_steps: int = 50
-    seed: int = 0
+    kid_seed: int = 0
 
     @cached_property
     def curves(self) -> AUPCResult:
@@ -80,7 +90,7 @@ class PairContext:
 
     @cached_property
     def fid_kid(self) -> tuple[float, float]:
-        return fid_kid(self.cf.x_cf, self.reference, self.models.feature, seed=self.seed)
+        return fid_kid(self.cf.x_cf, self.reference, self.models.feature, seed=self.kid_seed)
 
     @property
     def autoencoders(self) -> dict:
@@ -91,37 +101,13 @@ class PairContext:
         return torch.full((len(self.cf),), self.query_class, dtype=torch.long)
 
 
-#: the metrics of the C3LT table, declared once (IM2 and KID are stored unscaled;
+#: the metrics of the C3LT table (IM2 and KID are stored unscaled; their specs'
 #: ``display_scale`` is the paper's x10 and x1e3)
-C3LT_METRICS: tuple[MetricSpec, ...] = register(
-    IM1,
-    MetricSpec("IM2", lambda c: im2(c.cf.x_cf, c.autoencoders[c.target_class],
-                                    c.autoencoders[None]).mean().item(),
-               False, "disagreement of the target-class and all-class AEs, over the L1 norm",
-               display_scale=10.0),
-    MetricSpec("FID", lambda c: c.fid_kid[0], False,
-               "Fréchet distance to real target-class test images (our feature network)"),
-    MetricSpec("KID", lambda c: c.fid_kid[1], False,
-               "kernel distance to real target-class test images (our feature network)",
-               display_scale=1e3),
-    MetricSpec("AUPC_target", lambda c: c.curves.aupc_target.mean().item(), True,
-               "area under the target's softmax as CF pixels are pasted into the query"),
-    MetricSpec("AUPC_query", lambda c: c.curves.aupc_query.mean().item(), False,
-               "area under the query class's softmax along the same path"),
-    MetricSpec("COUT", lambda c: c.curves.cout.mean().item(), True, "AUPC_target − AUPC_query"),
-    MetricSpec("Proximity", lambda c: proximity(c.cf.x, c.cf.x_cf).mean().item(), False,
-               "mean absolute pixel change on the [−1, 1] scale"),
-    VALIDITY,
-    SECONDS_PER_CF,
-)
+C3LT_METRICS = (IM1, IM2, FID, KID, AUPC_TARGET, AUPC_QUERY, COUT, PROXIMITY, VALIDITY,
+                SECONDS_PER_CF)
 #: what CVE reports besides the table's metrics (computed only where the method has them)
-CVE_METRICS: tuple[MetricSpec, ...] = register(
-    MetricSpec("Edits", lambda c: c.cf.meta["mean_edits"], False,
-               "CVE: feature cells replaced, mean over queries", needs="mean_edits"),
-    MetricSpec("Feature_Validity", lambda c: c.cf.meta["feature_validity"], True,
-               "CVE: share of queries whose edited feature map the head assigns to the target",
-               needs="feature_validity"),
-)
+CVE_METRICS = (EDITS, FEATURE_VALIDITY)
+C3LT_TABLE = Table("c3lt", tuple(C3LT_METHODS), C3LT_METRICS + CVE_METRICS)
 
 
 def load_eval_models(dataset: str, classes, profile="standard", seed: int = 0,
@@ -146,11 +132,6 @@ def split_reference(x_target: torch.Tensor, seed: int = 0):
     return x_target[perm[:half]], x_target[perm[half:]]
 
 
-def evaluate(ctx: PairContext, metrics=C3LT_METRICS + CVE_METRICS) -> dict[str, float]:
-    """Every metric of ``metrics`` that applies to one batch of counterfactuals of one pair."""
-    return {spec.name: spec(ctx) for spec in metrics if spec.applies(ctx)}
-
-
 @dataclass
 class TableRun:
     """What one run of the C3LT table produced: tidy rows plus what the figures need."""
@@ -162,64 +143,57 @@ class TableRun:
 
     @property
     def pairs(self) -> list[str]:
-        return [p for p in dict.fromkeys(self.results["pair"]) if p not in ("all", "mean")]
+        return [p for p in dict.fromkeys(self.results["pair"]) if p]
 
     @property
     def methods(self) -> list[str]:
-        return list(dict.fromkeys(self.results.loc[self.results["method"] != "Classifier",
+        return list(dict.fromkeys(self.results.loc[self.results["method"] != CLASSIFIER,
                                                    "method"]))
 
     @property
     def classifier_accuracy(self) -> float:
-        return float(self.results.loc[self.results["method"] == "Classifier", "value"].item())
-
-
-def check_methods(methods) -> list[str]:
-    """The method names, each checked against the catalog."""
-    methods = list(methods)
-    for m in methods:
-        get_method(m)
-    return methods
+        return float(self.results.loc[self.results["method"] == CLASSIFIER, "value"].item())
 
 
 def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="standard",
-                   seed: int = 0, device="cpu", n_images: int | None = None) -> TableRun:
+                   seeds: Seeds = Seeds(), device="cpu", n_images: int | None = None) -> TableRun:
     """Run the methods of the C3LT table on each class pair and score every metric.
 
-    Query images: ``n_images`` (seeded draw) of the query class of the test split;
-    profile sizes decide the rest.  Returns a :class:`TableRun`.
+    Query images: ``n_images`` (default: the profile's) test images of the query class,
+    drawn with the data seed; the networks are the training seed's.  Returns a
+    :class:`TableRun`.
     """
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
-    pairs = [check_pair(dataset, *parse_pair(p)) for p in (pairs or CF_PAIRS[dataset])]
-    methods = check_methods(methods or C3LT_METHODS)
-    n_images = n_images if n_images is not None else prof.n_images
+    pairs = [catalog.check_pair(p, 10) for p in (pairs or CF_PAIRS[dataset])]
+    methods = catalog.check_methods(methods or C3LT_METHODS)
+    n_images = n_images if n_images is not None else prof.c3lt.n_images
     classes = [c for p in pairs for c in p]
-    models = load_eval_models(dataset, classes, prof, seed, device)
+    models = load_eval_models(dataset, classes, prof, seeds.train, device)
     x_test, y_test = load_split(dataset, "test")
     rows, cfs, curves = [], {}, {}
-    common = {"dataset": dataset, "setting": "", "seed": seed, "profile": prof.name}
-    rows.append({**common, "pair": "all", "method": "Classifier", "metric": ACCURACY.name,
+    common = {"dataset": dataset, **seeds.columns(), "profile": prof.name}
+    rows.append({**common, "method": CLASSIFIER, "metric": ACCURACY.name,
                  "value": models.classifier_info["test_accuracy"]})
     for q, t in pairs:
         label = pair_label((q, t))
-        xq, _ = class_subset(x_test, y_test, q, n_images, seed)
+        xq, _ = class_subset(x_test, y_test, q, n_images, seeds("queries"))
         xt, _ = class_subset(x_test, y_test, t)
-        reference, pool = split_reference(xt, seed)
+        reference, pool = split_reference(xt, seeds("reference_split"))
         for method in methods:
             log.info("%s %s: %s on %d images", dataset, label, method, len(xq))
             # Original Data draws from the half of the real target images that FID/KID
             # do not use as their reference
             data = ({"pool": (pool, torch.full((len(pool),), t))}
                     if method == "Original Data" else {})
-            explainer = METHODS[method].from_profile(
-                models.classifier, dataset=dataset, profile=prof, seed=seed, pair=(q, t), **data)
-            cf = explainer.explain(xq.to(device), t, seed=seed).cpu()
-            ctx = PairContext(cf, q, t, models, reference, prof.aupc_steps, seed)
+            explainer = catalog.build(method, models.classifier, dataset=dataset, profile=prof,
+                                      seeds=seeds, pair=(q, t), **data)
+            cf = explainer.explain(xq.to(device), t, seed=seeds("explain")).cpu()
+            ctx = PairContext(cf, q, t, models, reference, prof.c3lt.aupc_steps, seeds("kid"))
             rows += [{**common, "pair": label, "method": method, "metric": k, "value": v}
-                     for k, v in evaluate(ctx).items()]
+                     for k, v in evaluate(ctx, C3LT_TABLE.metrics).items()]
             cfs[(label, method)] = cf
             curves[(label, method)] = ctx.curves
-    df = pd.DataFrame(rows)
-    acc = df[df["method"] == "Classifier"]
-    df = pd.concat([acc, with_pair_means(df[df["method"] != "Classifier"])], ignore_index=True)
+    df = tidy(rows)
+    acc = df[df["method"] == CLASSIFIER]
+    df = pd.concat([acc, with_pair_means(df[df["method"] != CLASSIFIER])], ignore_index=True)
     return TableRun(tidy(df), cfs, curves, models)

@@ -3,8 +3,13 @@
 * ``reported.csv``: every number the papers report (a copy of the project's reference
   file), with its direction and source: :func:`load_reported`,
   :func:`reported_on_our_scale`.
-* ``expected.csv``: the orderings the papers claim (``method`` is better than
-  ``other`` on ``metric``, or the ``best`` of all): :func:`expected_orderings`.
+* ``expected.csv``: what the papers (and our protocol) lead us to expect of a table,
+  one line each: ``method`` is ``better`` than ``other`` on ``metric``, the ``best`` of
+  all, ``at_least`` / ``at_most`` a ``threshold``, ``within`` a threshold of ``other``,
+  or better than ``other`` on the same queries (``paired``, with a bootstrap interval);
+  ``match`` lists the conditions under which a comparison is tested at all (e.g.
+  ``Accuracy:0.01;Bit_cost:0.25``: the two rows within one accuracy point and a quarter
+  bit): :func:`expected_orderings`.
 
 The papers spell a few metrics on their tables' scale (``IM2x10``, ``KIDx1e3``,
 ``Validity_pct``); :data:`REPORTED_NAMES` maps each to our metric name and the factor
@@ -28,13 +33,14 @@ REPORTED_NAMES: dict[str, tuple[str, float]] = {
 
 
 def _read(name: str) -> pd.DataFrame:
-    with resources.files("cflib.reference").joinpath(name).open() as f:
+    with resources.files("cflib.bench.reference").joinpath(name).open() as f:
         return pd.read_csv(f, keep_default_na=False)
 
 
 def load_reported(table: str | None = None, dataset: str | None = None) -> pd.DataFrame:
-    """The papers' numbers: ``table, dataset, method, setting, metric, value, direction,
-    source``, as spelled in the reference file."""
+    """The papers' numbers: ``table, dataset, method, model, metric, value, direction,
+    source``, as spelled in the reference file (``model``: the Bayesian chapter's
+    classifier, ``mc_dropout`` or ``bnn``; empty elsewhere)."""
     df = _read("reported.csv")
     df["value"] = df["value"].astype(float)
     if table is not None:
@@ -55,18 +61,37 @@ def reported_on_our_scale(table: str, dataset: str | None = None) -> pd.DataFram
 
 
 def reported_value(table: str, dataset: str, method: str, metric: str,
-                   setting: str = "") -> float:
+                   model: str = "") -> float:
     """One reported value on our scale (NaN when the paper has none)."""
     df = reported_on_our_scale(table, dataset)
-    hit = df[(df["method"] == method) & (df["metric"] == metric) & (df["setting"] == setting)]
+    hit = df[(df["method"] == method) & (df["metric"] == metric) & (df["model"] == model)]
     return float(hit["value"].iloc[0]) if len(hit) else float("nan")
 
 
+RELATIONS = ("better", "best", "at_least", "at_most", "within", "paired")
+
+
+def parse_match(text: str) -> dict[str, float]:
+    """``"Accuracy:0.01;Bit_cost:0.25"`` -> ``{"Accuracy": 0.01, "Bit_cost": 0.25}``."""
+    out = {}
+    for part in filter(None, (p.strip() for p in str(text).split(";"))):
+        metric, _, gap = part.partition(":")
+        out[metric.strip()] = float(gap)
+    return out
+
+
 def expected_orderings(table: str) -> pd.DataFrame:
-    """The papers' expected orderings of one table: ``metric, method, relation, other,
-    source`` with ``relation`` "better" (than ``other``) or "best" (of all methods)."""
+    """What one table is expected to show: ``metric, method, relation, other, threshold,
+    match, source`` (see the module docstring); ``threshold`` a float (NaN when unused)."""
     df = _read("expected.csv")
-    bad = set(df["relation"]) - {"better", "best"}
+    bad = set(df["relation"]) - set(RELATIONS)
     if bad:
-        raise ValueError(f"expected.csv: unknown relation(s) {sorted(bad)}")
+        raise ValueError(f"expected.csv: unknown relation(s) {sorted(bad)}; known {RELATIONS}")
+    df["threshold"] = pd.to_numeric(df["threshold"], errors="coerce")
+    need = df["relation"].isin(["at_least", "at_most", "within"]) & df["threshold"].isna()
+    if need.any():
+        raise ValueError(f"expected.csv: relations {sorted(set(df.loc[need, 'relation']))} need "
+                         "a threshold")
+    for m in df["match"]:
+        parse_match(m)
     return df[df["table"] == table].drop(columns="table").reset_index(drop=True)

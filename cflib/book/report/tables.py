@@ -8,9 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from cflib.data import CLASS_NAMES, parse_pair
+from cflib.bench.data import CLASS_NAMES, parse_pair
+from cflib.bench.reference import load_reported, reported_on_our_scale
+from cflib.bench.results import CLASSIFIER, MEAN_OVER_PAIRS
+from cflib.bench.tables.quant import QUANT_ROWS
 from cflib.metrics.spec import get_spec
-from cflib.reference import load_reported, reported_on_our_scale
 
 
 def _title(metric: str) -> str:
@@ -27,10 +29,19 @@ def _scale(metric: str) -> float:
         return 1.0
 
 
-def comparison_table(results: pd.DataFrame, table: str, dataset: str, pair: str = "mean",
+def _rows_of(results: pd.DataFrame, pair: str | None) -> pd.DataFrame:
+    """The rows of one pair, or the means over pairs (``pair=None``)."""
+    if pair is None:
+        return results[results["aggregate"] == MEAN_OVER_PAIRS]
+    return results[(results["pair"] == pair) & (results["aggregate"] == "")]
+
+
+def comparison_table(results: pd.DataFrame, table: str, dataset: str, pair: str | None = None,
                      metrics=None, methods=None) -> pd.DataFrame:
-    """Ours beside the paper's: rows = methods, columns = (metric, ours/paper), table scale."""
-    ours = results[(results["pair"] == pair) & (results["method"] != "Classifier")]
+    """Ours beside the paper's: rows = methods, columns = (metric, ours/paper), table scale;
+    the means over pairs, or one ``pair``."""
+    ours = _rows_of(results, pair)
+    ours = ours[ours["method"] != CLASSIFIER]
     ours = ours.groupby(["method", "metric"])["value"].mean().unstack()
     paper = reported_on_our_scale(table, dataset)
     paper = paper.pivot_table(index="method", columns="metric", values="value", aggfunc="first")
@@ -50,7 +61,8 @@ def comparison_table(results: pd.DataFrame, table: str, dataset: str, pair: str 
 
 def pair_table(results: pd.DataFrame, metrics) -> pd.DataFrame:
     """Every metric per (pair, method), on the paper's scale: the long form of the table."""
-    df = results[results["method"] != "Classifier"]
+    df = results[results["method"] != CLASSIFIER].copy()
+    df.loc[df["aggregate"] == MEAN_OVER_PAIRS, "pair"] = "mean"
     out = df.pivot_table(index=["pair", "method"], columns="metric", values="value",
                          aggfunc="mean", sort=False)
     out = out[[m for m in metrics if m in out.columns]]
@@ -110,16 +122,16 @@ def kendall_tau(a, b) -> float:
 
 
 def ranking_agreement(means: pd.DataFrame, table: str, dataset: str, metrics,
-                      setting: str = "") -> pd.DataFrame:
+                      model: str = "") -> pd.DataFrame:
     """Kendall's tau between our and the paper's ordering of the methods, per metric.
 
     ``means``: our values (columns ``method, metric, value``); the paper's come from
-    the reference file (``setting`` selects the Bayesian chapter's classifier).  Only
+    the reference file (``model`` selects the Bayesian chapter's classifier).  Only
     methods with both values count; a metric needs three of them.  The orders are
     listed best first, in the metric's direction.
     """
     paper = reported_on_our_scale(table, dataset)
-    paper = paper[paper["setting"] == setting].set_index(["method", "metric"])["value"]
+    paper = paper[paper["model"] == model].set_index(["method", "metric"])["value"]
     ours = means.groupby(["method", "metric"], sort=False)["value"].mean()
     rows = []
     for m in metrics:
@@ -143,10 +155,17 @@ def tuning_table(evidence: pd.DataFrame) -> pd.DataFrame:
                                 values="value", sort=False)
 
 
-def profile_table(profile, fields) -> pd.DataFrame:
-    """The sizes a profile sets, for the fields a chapter uses."""
-    return pd.DataFrame({"value": [getattr(profile, f) for f in fields]},
-                        index=pd.Index(list(fields), name=f"profile `{profile.name}`"))
+def profile_table(profile, groups) -> pd.DataFrame:
+    """The sizes a profile sets for the groups a chapter uses (``"nets"``, ``"c3lt"``,
+    ``"bayes"``, ``"quant"``): one row per size."""
+    from dataclasses import fields
+
+    rows = []
+    for g in groups:
+        sizes = getattr(profile, g)
+        rows += [{"size": f"{g}.{f.name}", "value": getattr(sizes, f.name)}
+                 for f in fields(sizes)]
+    return pd.DataFrame(rows).set_index("size")
 
 
 def rank_methods(frames: dict, metrics) -> dict:
@@ -154,7 +173,7 @@ def rank_methods(frames: dict, metrics) -> dict:
     metric's own direction."""
     out = {}
     for name, df in frames.items():
-        mean = df[(df["pair"] == "mean") & (df["method"] != "Classifier")]
+        mean = df[(df["aggregate"] == MEAN_OVER_PAIRS) & (df["method"] != CLASSIFIER)]
         wide = mean.pivot_table(index="method", columns="metric", values="value", sort=False)
         wide = wide[[m for m in metrics if m in wide.columns]]
         out[name] = pd.DataFrame({m: wide[m].map(get_spec(m).key).rank(method="min")
@@ -173,17 +192,17 @@ def rank_summary(ranks: dict) -> pd.DataFrame:
 
 
 # -- the Bayesian chapter -------------------------------------------------------------------
-def bayes_table(results: pd.DataFrame, setting: str, dataset: str = "mnist",
+def bayes_table(results: pd.DataFrame, model: str, dataset: str = "mnist",
                 metrics=None, methods=None) -> pd.DataFrame:
-    """One setting: per method and metric our mean and standard deviation over the
-    repeats, and the paper's value where ``reported.csv`` has one (IM1 only)."""
-    df = results[(results["setting"] == setting) & (results["method"] != "Classifier")]
+    """One Bayesian classifier: per method and metric our mean and standard deviation
+    over the repeats, and the paper's value where ``reported.csv`` has one (IM1 only)."""
+    df = results[(results["model"] == model) & (results["method"] != CLASSIFIER)]
     if df.empty:
-        raise ValueError(f"no results for setting {setting!r}")
+        raise ValueError(f"no results for model {model!r}")
     g = df.groupby(["method", "metric"], sort=False)["value"]
     mean, std = g.mean().unstack(), g.std().unstack()
     paper = load_reported("bayes", dataset)
-    paper = paper[paper["setting"] == setting].set_index(["method", "metric"])["value"]
+    paper = paper[paper["model"] == model].set_index(["method", "metric"])["value"]
     methods = list(methods or mean.index)
     metrics = list(metrics or dict.fromkeys(df["metric"]))
     cols = {}
@@ -201,8 +220,8 @@ def bayes_table(results: pd.DataFrame, setting: str, dataset: str = "mnist",
 
 
 def perturbation_table(curves: pd.DataFrame) -> pd.DataFrame:
-    """Mean validity over repeats per (setting, method) and weight-noise scale."""
-    return curves.pivot_table(index=["setting", "method"], columns="scale", values="validity",
+    """Mean validity over repeats per (model, method) and weight-noise scale."""
+    return curves.pivot_table(index=["model", "method"], columns="scale", values="validity",
                               aggfunc="mean", sort=False)
 
 
@@ -212,9 +231,7 @@ def quant_table(results: pd.DataFrame, dataset: str = "fmnist") -> pd.DataFrame:
     Overhead (x) ours beside the paper's, VD, CRG and DirSim with their spread (the
     sd over seeds, or the 95 % bootstrap half-width for one seed), average bits and
     feasibility.  The paper's VD, CRG and DirSim are not public."""
-    from cflib.quant_benchmark import QUANT_ROWS
-
-    res = results[results["setting"] == ""]
+    res = results[results["variant"] == ""]
     g = res.groupby(["method", "metric"])["value"]
     mean, sd, n = g.mean(), g.std(), g.count()
     paper = reported_on_our_scale("quant", dataset).set_index(["method", "metric"])["value"]
@@ -251,10 +268,12 @@ def quant_checks_table(checks: pd.DataFrame) -> pd.DataFrame:
 
 
 def spread_table(merged: pd.DataFrame, table: str, dataset: str, metrics, methods=None,
-                 pair: str = "mean") -> pd.DataFrame:
+                 pair: str | None = None) -> pd.DataFrame:
     """Mean ± sd over training seeds (a sweep's ``merged.csv``) beside the paper's value,
-    on the paper's scale: columns (metric, mean / ± sd / paper), and the seeds counted."""
-    d = merged[(merged["pair"] == pair) & (merged["method"] != "Classifier")]
+    on the paper's scale: columns (metric, mean / ± sd / paper), and the seeds counted;
+    the means over pairs, or one ``pair``."""
+    d = _rows_of(merged, pair)
+    d = d[d["method"] != CLASSIFIER]
     mean = d.set_index(["method", "metric"])["mean"]
     sd = d.set_index(["method", "metric"])["sd"]
     paper = reported_on_our_scale(table, dataset).set_index(["method", "metric"])["value"]
@@ -298,7 +317,7 @@ def timing_beside_papers(results: dict, dataset_results: str = "mnist") -> pd.Da
     paper = paper[paper["metric"] == "Seconds_per_CF"].set_index("method")["value"]
     cols = {}
     for name, df in results.items():
-        d = df[(df["pair"] == "mean") & (df["metric"] == "Seconds_per_CF")]
+        d = df[(df["aggregate"] == MEAN_OVER_PAIRS) & (df["metric"] == "Seconds_per_CF")]
         cols[f"{name} (ours)"] = d.set_index("method")["value"]
     out = pd.DataFrame(cols)
     out["paper"] = paper.reindex(out.index)

@@ -1,0 +1,209 @@
+"""One runner protocol for the book's tables.
+
+A table is declared once (:class:`Table`): its name (the key of the reference files),
+its methods in the chapter's order and the metric specs it reports.  Its runner
+builds each method from the catalog, explains the queries, and scores every batch of
+counterfactuals with :func:`evaluate` inside an evaluation context (see
+:mod:`cflib.metrics.spec`).  Three functions serve all tables:
+
+* :func:`evaluate`: every spec that applies to one context;
+* :func:`summarise`: mean, standard deviation and count of every cell over repeats or
+  training seeds;
+* :func:`shape_checks`: what ``cflib/bench/reference/expected.csv`` leads us to expect
+  (orderings, thresholds, paired comparisons on the same queries and the conditions
+  under which a comparison is tested), each with a verdict and the reason;
+  :func:`shape_checks_by_seed` counts in how many seeds each one holds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+import torch
+
+from cflib.bench.reference import expected_orderings, parse_match
+from cflib.bench.results import CELL
+from cflib.metrics import recourse as rm
+from cflib.metrics.spec import MetricSpec, get_spec
+
+#: what a paired comparison needs: (method, other, metric) -> per-query values of both
+#: rows on the same queries (NaN where a query does not count)
+PairedValues = Callable[[str, str, str], tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of the book: its name in the reference files, its rows and its metrics."""
+
+    name: str
+    methods: tuple[str, ...]
+    metrics: tuple[MetricSpec, ...]
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [m.name for m in self.metrics]
+
+    def expectations(self) -> pd.DataFrame:
+        return expected_orderings(self.name)
+
+
+def evaluate(ctx, specs, optional=()) -> dict[str, float]:
+    """Every metric of ``specs`` that applies to one evaluation context (a spec with
+    ``needs`` only where the counterfactuals report it), then each of ``optional`` whose
+    ``needs`` the context's ``info`` holds."""
+    out = {spec.name: spec(ctx) for spec in specs if spec.applies(ctx)}
+    info = getattr(ctx, "info", {}) or {}
+    for key, spec in optional:
+        if key in info:
+            out[spec.name] = spec(ctx)
+    return out
+
+
+def summarise(results: pd.DataFrame, over: str = "repeat") -> pd.DataFrame:
+    """Mean, standard deviation (ddof 1; NaN for one) and count of every cell over
+    ``over`` (``"repeat"`` or ``"train_seed"``): columns ``CELL + [mean, std, n]``.
+    Repeats are averaged within each training seed first when summarising over seeds."""
+    df = results
+    keys = [c for c in CELL if c in df.columns]
+    if over == "train_seed" and "repeat" in df.columns:
+        df = df.groupby(keys + ["train_seed"], sort=False, dropna=False)["value"].mean()
+        df = df.reset_index()
+    return (df.groupby(keys, sort=False, dropna=False)["value"]
+            .agg(mean="mean", std="std", n="count").reset_index())
+
+
+# -- expectations ------------------------------------------------------------------------------
+def _text(e) -> str:
+    return {"better": f"{e.metric}: {e.method} better than {e.other}",
+            "best": f"{e.metric}: {e.method} best",
+            "at_least": f"{e.metric}: {e.method} ≥ {e.threshold:g}",
+            "at_most": f"{e.metric}: {e.method} ≤ {e.threshold:g}",
+            "within": f"{e.metric}: {e.method} within {e.threshold:g} of {e.other}",
+            "paired": f"{e.metric}: {e.method} better than {e.other} on the same queries",
+            }[e.relation]
+
+
+def _match(vals: pd.Series, a: str, b: str, match: str) -> tuple[bool, str]:
+    """Whether rows ``a`` and ``b`` are close enough on the match metrics to compare."""
+    gaps = []
+    ok = True
+    for metric, limit in parse_match(match).items():
+        va, vb = vals.get((a, metric), math.nan), vals.get((b, metric), math.nan)
+        gap = va - vb
+        gaps.append(f"{metric} gap {gap:+.3g} (limit {limit:g})")
+        ok &= bool(abs(gap) <= limit)
+    return ok, "; ".join(gaps)
+
+
+def shape_checks(means: pd.DataFrame, table: str, by: list[str] | None = None,
+                 expectations: pd.DataFrame | None = None, paired: PairedValues | None = None,
+                 n_boot: int = rm.N_BOOT, seed: int = 0, candidates=None) -> pd.DataFrame:
+    """Test a table's expectations on a run's means.
+
+    ``means`` has columns ``method, metric, value`` (plus the grouping columns ``by``);
+    ``expectations`` defaults to :func:`expected_orderings(table)`.  Comparisons run in
+    each metric's own direction (ties hold); ``paired`` supplies per-query values for the
+    ``paired`` relation (a paired-bootstrap 95 % interval of the difference of means;
+    skipped without it).  A comparison with a ``match`` condition that its two rows do
+    not meet is reported as not tested.  Expectations whose rows are absent are skipped.
+    ``candidates`` limits the rows a ``best`` is compared with (default: every row).
+
+    Columns: ``expectation, metric, direction, method, value, other, other value,
+    difference, ci_low, ci_high, matched, holds, significant, verdict, why, source``;
+    ``verdict`` is ``holds``, ``fails`` or ``not tested``.
+    """
+    exp = expected_orderings(table) if expectations is None else expectations
+    groups = means.groupby(by, sort=False) if by else [((), means)]
+    rows = []
+    for key, d in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        vals = d.groupby(["method", "metric"], sort=False)["value"].mean()
+        for e in exp.itertuples():
+            spec = get_spec(e.metric)
+            if (e.method, e.metric) not in vals:
+                continue
+            v = float(vals[(e.method, e.metric)])
+            other, w = (e.other or ""), math.nan
+            ci = (math.nan, math.nan)
+            significant = None
+            if e.relation == "best":
+                others = vals.xs(e.metric, level="metric").drop(e.method, errors="ignore")
+                if candidates is not None:
+                    others = others[others.index.isin(list(candidates))]
+                others = others.dropna()
+                if others.empty:
+                    continue
+                other = min(others.index, key=lambda m: spec.key(others[m]))
+                w = float(others[other])
+                holds = spec.better(v, w)
+            elif e.relation in ("at_least", "at_most"):
+                w = float(e.threshold)
+                holds = v >= w if e.relation == "at_least" else v <= w
+            else:
+                if (other, e.metric) not in vals:
+                    continue
+                w = float(vals[(other, e.metric)])
+                if e.relation == "better":
+                    holds = spec.better(v, w)
+                elif e.relation == "within":
+                    holds = abs(v - w) <= float(e.threshold)
+                else:  # paired
+                    if paired is None:
+                        continue
+                    a, b = paired(e.method, other, e.metric)
+                    stat = (rm.abs_nanmean if spec.higher_is_better is None
+                            else (lambda t: torch.nanmean(t, dim=-1)))
+                    c = rm.paired_bootstrap(a, b, n_boot, seed, stat=stat)
+                    ci = (c.low, c.high)
+                    sign = 1.0 if spec.higher_is_better else -1.0
+                    holds = bool(sign * c.estimate >= 0)
+                    significant = bool(sign * c.low > 0 if spec.higher_is_better
+                                       else sign * c.high > 0)
+            matched, why = True, ""
+            if e.match:
+                matched, why = _match(vals, e.method, other, e.match)
+            verdict = ("not tested" if not matched else "holds" if holds else "fails")
+            if not matched:
+                why = "rows not matched: " + why
+            elif significant is False:
+                why = "the 95 % interval includes 0"
+            shown = abs if spec.higher_is_better is None else float
+            rows.append({**dict(zip(by or [], key)), "expectation": _text(e),
+                         "metric": e.metric, "direction": spec.arrow, "method": e.method,
+                         "value": shown(v), "other": other, "other value": shown(w),
+                         "difference": (v - w) if e.relation != "paired" else c.estimate,
+                         "ci_low": ci[0], "ci_high": ci[1], "matched": matched,
+                         "holds": bool(holds), "significant": significant,
+                         "verdict": verdict, "why": why, "source": e.source})
+    cols = (by or []) + ["expectation", "metric", "direction", "method", "value", "other",
+                         "other value", "difference", "ci_low", "ci_high", "matched", "holds",
+                         "significant", "verdict", "why", "source"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def shape_checks_by_seed(per_seed: dict, table: str, by: list[str] | None = None,
+                         select=None) -> pd.DataFrame:
+    """:func:`shape_checks` in every training seed of a sweep: per expectation, in how
+    many seeds it holds, whether it holds in all of them, and the range of both values.
+
+    ``per_seed``: ``{seed: results table}``; ``select`` picks the rows the checks read
+    (e.g. the pair means of a C3LT table).
+    """
+    frames = []
+    for seed, df in sorted(per_seed.items()):
+        d = select(df) if select else df
+        checks = shape_checks(d, table, by=by)
+        if len(checks):
+            frames.append(checks.assign(seed=seed))
+    if not frames:
+        return pd.DataFrame()
+    all_ = pd.concat(frames, ignore_index=True)
+    keys = (by or []) + ["expectation"]
+    out = all_.groupby(keys, sort=False).agg(
+        seeds=("seed", "count"), holds_in=("holds", "sum"),
+        value_min=("value", "min"), value_max=("value", "max"),
+        other_min=("other value", "min"), other_max=("other value", "max")).reset_index()
+    out["holds in every seed"] = out["holds_in"] == out["seeds"]
+    return out

@@ -1,0 +1,65 @@
+"""The chapter builder's command line (``python -m cflib.book.build``, ``make chapter``)."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from cflib.book.build.assemble import refresh_prose
+from cflib.book.build.digests import stale_reasons
+from cflib.book.build.execute import build
+from cflib.book.build.paths import is_book_run, rel
+from cflib.book.chapters import CHAPTERS, check, get_chapter
+
+
+def parse_extra(pairs) -> dict:
+    """``-p NAME VALUE`` pairs; VALUE is read as JSON when it parses (chapters.check
+    converts text further where the parameter's type asks)."""
+    extra = {}
+    for k, v in pairs:
+        try:
+            extra[k] = json.loads(v)
+        except json.JSONDecodeError:
+            extra[k] = v
+    return extra
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("chapter", choices=list(CHAPTERS) + ["all"])
+    ap.add_argument("--profile", default="standard")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--train-seed", type=int, default=0,
+                    help="seeds every network the chapter trains")
+    ap.add_argument("--data-seed", type=int, default=0,
+                    help="seeds the queries and every evaluation draw")
+    ap.add_argument("--stale-only", action="store_true",
+                    help="execute only chapters whose inputs changed (make book)")
+    ap.add_argument("--refresh-prose", action="store_true",
+                    help="only copy edited markdown into the executed chapter (no execution)")
+    ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                    help="a parameter of the chapter's parameters cell")
+    args = ap.parse_args(argv)
+    extra = parse_extra(args.p)
+    names = list(CHAPTERS) if args.chapter == "all" else [args.chapter]
+    for name in names:
+        if args.refresh_prose:
+            print(f"{name}: prose refreshed in {rel(refresh_prose(name))}")
+            continue
+        params = check(name, {"profile": args.profile, "device": args.device,
+                              "train_seed": args.train_seed, "data_seed": args.data_seed,
+                              **extra})
+        if args.stale_only and is_book_run(params, get_chapter(name)):
+            reasons = stale_reasons(name, params)
+            if not reasons:
+                if stale_reasons(name, params, prose=True):
+                    refresh_prose(name)
+                print(f"[{name}] up to date (inputs unchanged): not executed")
+                continue
+            print(f"[{name}] stale: " + "; ".join(reasons[:5])
+                  + (f" (+{len(reasons) - 5} more)" if len(reasons) > 5 else ""))
+        build(name, args.profile, args.device, args.train_seed, args.data_seed, extra)
+
+
+if __name__ == "__main__":
+    main()

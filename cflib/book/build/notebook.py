@@ -1,0 +1,92 @@
+"""A chapter's source as a notebook, and an executed notebook cleaned for the page."""
+from __future__ import annotations
+
+import json
+
+from cflib.book.build.paths import DISCUSSION
+from cflib.book.chapters import Chapter
+
+MARKER = "<!-- discussion -->"
+
+#: the last cell of every run: which cflib modules and data files the kernel used
+PROBE = ('import json as _j, sys as _s\n'
+         'from cflib.bench.data import files_read as _f\n'
+         'print("CFLIB_INPUTS" + _j.dumps({"modules": sorted(m.__file__ for n, m in '
+         'list(_s.modules.items()) if n.split(".")[0] == "cflib" and getattr(m, "__file__", None)), '
+         '"data": _f()}))')
+
+
+def personalise(nb, chapter: Chapter) -> None:
+    """Give a chapter made from a shared template its own title and discussion."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("# "):
+            lines = cell.source.lstrip().split("\n")
+            cell.source = "\n".join([f"# {chapter.title}"] + lines[1:])
+            break
+    page = DISCUSSION / f"{chapter.name}.md"
+    text = page.read_text() if page.exists() else ""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and MARKER in cell.source:
+            cell.source = cell.source.replace(MARKER, text)
+
+
+def to_notebook(chapter: Chapter):
+    """The chapter's source as a notebook (title and discussion filled in)."""
+    import jupytext
+
+    nb = jupytext.read(chapter.path)
+    personalise(nb, chapter)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    return nb
+
+
+def clean(nb, chapter: Chapter, params: dict, provenance: str) -> dict:
+    """Strip what a reader should not see; return the inputs the probe cell reported."""
+    reported = {"modules": [], "data": []}
+    keep = []
+    for cell in nb.cells:
+        tags = cell.metadata.get("tags", [])
+        if cell.cell_type == "code":
+            outs = []
+            for o in cell.get("outputs", []):
+                text = o.get("text", "")
+                if o.get("output_type") == "stream" and "CFLIB_INPUTS" in text:
+                    reported = json.loads(text.split("CFLIB_INPUTS", 1)[1].strip())
+                    continue
+                if o.get("output_type") == "stream" and o.get("name") == "stderr":
+                    continue                       # warnings, progress, logging: the console's
+                outs.append(o)
+            cell.outputs = outs
+            if "cflib-probe" in tags:
+                continue
+            if "injected-parameters" in tags or "parameters" in tags:
+                cell.metadata["tags"] = sorted(set(tags) | {"remove-cell"})
+            else:
+                cell.metadata["tags"] = sorted(set(tags) | {"hide-input"})
+        keep.append(cell)
+    nb.cells = keep
+    # the provenance line right under the title
+    import nbformat
+
+    line = nbformat.v4.new_markdown_cell(provenance)
+    line.metadata["tags"] = ["cflib-provenance"]
+    at = next((i + 1 for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), 0)
+    nb.cells.insert(at, line)
+    return reported
+
+
+def scrub_paths(nb, run_results: str, results: str) -> None:
+    """Keep this machine's paths out of a committed notebook: papermill's absolute input
+    and output paths go, and the run's scratch results folder (injected as
+    ``results_dir``) reads as the folder the results were installed in."""
+    pm_meta = nb.metadata.get("papermill", {})
+    pm_meta.pop("input_path", None)
+    pm_meta.pop("output_path", None)
+    if pm_meta.get("parameters", {}).get("results_dir") == run_results:
+        pm_meta["parameters"]["results_dir"] = results
+    for cell in nb.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell.source = cell.source.replace(f'"{run_results}"', f'"{results}"')
+
+

@@ -1,0 +1,3 @@
+from cflib.book.report.readme import main
+
+main()

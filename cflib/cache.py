@@ -1,0 +1,240 @@
+"""The on-disk cache of trained weights, shared by processes and machines.
+
+Every trained network goes through :func:`cached`: its weights are stored under a key
+built from the full training config (dataset, architecture, hyperparameters, seed,
+profile), so a re-run loads instead of retraining.  What makes it safe to share one
+cache folder between chapters, Dask workers and users:
+
+* **trained once**: a lock per entry (``<file>.lock``, an OS file lock that dies with
+  its process) is held while a network trains; a second process that needs the same
+  entry waits, then loads what the first one wrote;
+* **trusted only when verified**: a file is loaded only when its stored config equals
+  the one asked for, its tensors match the module's names and shapes and their sha256
+  equals the stored checksum; a file without a checksum (an old format) or with a
+  wrong one is retrained and replaced, never loaded or re-signed;
+* **never half-written**: files are written to a temporary name and renamed; a write
+  that fails (a full disk, no permission) keeps the trained network in memory, logs
+  where it could not be written and why, and the run goes on;
+* **shared**: files are created readable by the group (a cluster's shared cache), and
+  every training is appended to ``events.log`` in the cache folder (which entry, how
+  long, which process), so a run can count what it trained.
+
+``CFLIB_CACHE`` names the folder; by default ``cache/`` in a checkout of the project,
+else ``~/.cache/cflib``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from cflib.io import atomic_write
+from cflib.scopes import seeded
+
+log = logging.getLogger("cflib")
+CACHE_ENV = "CFLIB_CACHE"
+FORMAT = 1
+EVENTS = "events.log"
+#: how long a process waits for another one training the same entry
+LOCK_TIMEOUT_S = 6 * 3600
+
+
+def cache_root() -> Path:
+    """``$CFLIB_CACHE``; else ``cache/`` of the project checkout cflib runs from, else
+    ``~/.cache/cflib``.  An empty value is a ValueError, a file a PermissionError."""
+    env = os.environ.get(CACHE_ENV)
+    if env is not None:
+        if not env.strip():
+            raise ValueError(f"{CACHE_ENV} is set but empty; unset it or name a folder")
+        p = Path(env).expanduser()
+        if p.exists() and not p.is_dir():
+            raise PermissionError(f"{CACHE_ENV}={env!r} is a file, not a folder; set "
+                                  f"{CACHE_ENV} to a writable folder")
+        return p
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").exists():
+        return checkout / "cache"
+    return Path.home() / ".cache" / "cflib"
+
+
+def _normalise(config: dict) -> dict:
+    return json.loads(json.dumps(config, sort_keys=True, default=str))
+
+
+def cache_key(config: dict) -> str:
+    blob = json.dumps(_normalise(config), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def fingerprint(module: nn.Module) -> str:
+    """A short sha256 of a network's weights and buffers (order and shape included).
+
+    Learned explainers put the fingerprint of the networks they depend on (the
+    classifier being explained, a frozen generator) into their cache key, so a
+    retrained classifier or GAN never meets mappings trained against the old one.
+    """
+    return state_fingerprint(module.state_dict())
+
+
+def state_fingerprint(state: dict) -> str:
+    """:func:`fingerprint` of a state dict (the checksum stored beside cached weights)."""
+    h = hashlib.sha256()
+    for name, t in state.items():
+        t = t.detach().cpu().contiguous()
+        h.update(name.encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def cache_path(kind: str, config: dict) -> Path:
+    return cache_root() / f"{kind}-{cache_key(config)}.pt"
+
+
+def atomic_save(obj, path: Path) -> None:
+    """``torch.save`` through :func:`cflib.io.atomic_write` (a temporary file renamed)."""
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
+
+
+def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
+    """The stored info if ``path`` holds verified weights for exactly ``config``; else None.
+
+    The file's config, its keys and shapes and the checksum of its tensors are checked
+    *before* any tensor is copied into ``module``, so a file that fails leaves the
+    module exactly as it was built (retraining never starts from half-loaded weights).
+    """
+    if not path.exists():
+        return None
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+        if payload.get("format") != FORMAT or payload.get("config") != _normalise(config):
+            log.warning("cache %s was written for another config; retraining", path.name)
+            return None
+        state = payload["state_dict"]
+        own = module.state_dict()
+        if set(state) != set(own) or any(tuple(state[k].shape) != tuple(own[k].shape)
+                                         for k in own):
+            log.warning("cache %s holds another architecture's weights; retraining", path.name)
+            return None
+        stored = payload.get("sha256")
+        if stored is None:
+            log.warning("cache %s has no checksum (written by an older cflib); it is not "
+                        "trusted: retraining", path.name)
+            return None
+        if stored != state_fingerprint(state):
+            log.warning("cache %s fails its checksum (a corrupt file); retraining", path.name)
+            return None
+        module.load_state_dict(state)
+        return payload.get("info", {})
+    except Exception as err:  # corrupt, truncated, unreadable...
+        log.warning("cache %s is unreadable (%s: %s); retraining", path.name,
+                    type(err).__name__, err)
+        return None
+
+
+def check_writable(folder: Path) -> None:
+    """Fail before training, not after it, when the cache folder cannot be written."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise PermissionError(
+            f"the weight cache {folder} cannot be written ({type(err).__name__}: {err}); set "
+            f"{CACHE_ENV} to a writable folder (or pass use_cache=False to train without it)"
+        ) from None
+
+
+def _record(folder: Path, event: str, name: str, seconds: float) -> None:
+    """Append one line to the cache's ``events.log`` (best effort: never fails a run)."""
+    line = (f"{time.strftime('%Y-%m-%dT%H:%M:%S')}\t{event}\t{name}\t{seconds:.1f}\t"
+            f"{socket.gethostname()}:{os.getpid()}\n")
+    try:
+        with open(folder / EVENTS, "a") as f:
+            f.write(line)
+    except OSError:
+        pass
+
+
+def events(folder: Path | None = None) -> list[dict]:
+    """The training events of a cache folder: ``time, event, entry, seconds, process``."""
+    f = Path(folder or cache_root()) / EVENTS
+    if not f.exists():
+        return []
+    keys = ("time", "event", "entry", "seconds", "process")
+    return [dict(zip(keys, line.rstrip("\n").split("\t"))) for line in f.read_text().splitlines()
+            if line.strip()]
+
+
+def _lock(path: Path):
+    from filelock import FileLock
+
+    return FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
+
+
+def cached(kind: str, config: dict, build: Callable[[], nn.Module],
+           train: Callable[[nn.Module], dict | None], device="cpu",
+           use_cache: bool = True) -> tuple[nn.Module, dict]:
+    """Build a module and load it from the cache, or train and cache it (once).
+
+    ``train(module)`` trains in place and may return an info dict (e.g. test
+    accuracy) that is stored beside the weights (with their checksum) and returned on
+    later loads.  While one process trains an entry, others asking for it wait for its
+    lock and then load it.  The cache folder's write access is checked before training;
+    a write that fails afterwards is logged and the trained module returned.
+    """
+    seed = int(config.get("seed", 0))
+    with seeded(seed):
+        module = build().to(device)
+    if not use_cache:
+        with seeded(seed):
+            info = train(module) or {}
+        return module.eval(), info
+    path = cache_path(kind, config)
+    info = _try_load(path, config, module)
+    if info is not None:
+        log.info("loaded %s %s", kind, path.name)
+        return module.to(device).eval(), info
+    check_writable(path.parent)
+    lock = _lock(path)
+    from filelock import Timeout
+
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.info("waiting: another process is training %s (%s)", kind, path.name)
+        lock.acquire()
+    try:
+        info = _try_load(path, config, module)     # trained by the process we waited for
+        if info is not None:
+            log.info("loaded %s %s (trained by another process)", kind, path.name)
+            return module.to(device).eval(), info
+        log.info("training %s (%s)", kind, path.name)
+        t0 = time.perf_counter()
+        with seeded(seed):
+            info = train(module) or {}
+        module.eval()
+        seconds = time.perf_counter() - t0
+        state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        try:
+            atomic_save({"format": FORMAT, "config": _normalise(config), "state_dict": state,
+                         "sha256": state_fingerprint(state), "info": info}, path)
+            _record(path.parent, "trained", path.name, seconds)
+        except Exception as err:  # a full disk, a lost permission...
+            log.warning("could not write %s to the weight cache %s (%s: %s); the trained "
+                        "network is kept in memory for this run only", kind, path,
+                        type(err).__name__, str(err).splitlines()[0] if str(err) else "")
+            _record(path.parent, "trained-unsaved", path.name, seconds)
+        return module, info
+    finally:
+        lock.release()

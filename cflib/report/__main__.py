@@ -1,3 +1,0 @@
-from cflib.report.readme import main
-
-main()
