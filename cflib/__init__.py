@@ -1,12 +1,16 @@
 """cflib: batched counterfactual explanations of image classifiers.
 
-The library behind the counterfactual benchmark companion book: datasets and class
-pairs (:mod:`cflib.data`), every size per profile (:mod:`cflib.profiles`), models and
-cached training (:mod:`cflib.models`, :mod:`cflib.training`, :mod:`cflib.zoo`), one
-catalog of explainers (:data:`cflib.explainers.METHODS`), metric functions and specs
-(:mod:`cflib.metrics`), one runner per table (:mod:`cflib.c3lt_benchmark`,
-:mod:`cflib.bayes_benchmark`), the results schema (:mod:`cflib.results`), the papers'
-numbers (:mod:`cflib.reference`) and the book's tables and figures (:mod:`cflib.report`).
+The library (this package's core) needs a classifier and images:
+
+* :mod:`cflib.explainers`: one class per method, built from a classifier and a config,
+  explaining a whole batch (:data:`~cflib.explainers.EXPLAINERS`);
+* :mod:`cflib.metrics`: metric functions, each declared with its spec;
+* :mod:`cflib.models`, :mod:`cflib.training`, :mod:`cflib.cache`: networks, training
+  loops and the weight cache; :mod:`cflib.quantization`: fake quantization and the
+  compression recipes; :mod:`cflib.tensors`, :mod:`cflib.scopes`, :mod:`cflib.io`.
+
+The benchmark harness (:mod:`cflib.bench`) and the book's tools (:mod:`cflib.book`)
+are layers above it; the core never imports them.
 """
 
 __version__ = "0.1.0"

@@ -316,11 +316,11 @@ def test_the_readme_is_never_emptied(tmp_path):
     from cflib.book.report import update_readme
 
     readme = tmp_path / "README.md"
-    text = "intro\n<!-- headline:start -->\nold tables\n<!-- headline:end -->\n"
+    text = "intro\n<!-- summary:start -->\nold tables\n<!-- summary:end -->\n"
     readme.write_text(text)
     with pytest.raises(FileNotFoundError, match="lacks"):
-        update_readme(readme, tmp_path / "no-results")
-    assert readme.read_text() == text
+        update_readme(readme, tmp_path / "no-results", page=tmp_path / "results.md")
+    assert readme.read_text() == text and not (tmp_path / "results.md").exists()
 
 
 def test_a_failed_chapter_run_replaces_nothing(tmp_path):

@@ -15,9 +15,8 @@ import pytest
 
 from cflib.bench import data
 from cflib.bench.data import PROJECT_ROOT
-from cflib.bench.results import COLUMNS
+from cflib.bench.results import COLUMNS, MEAN_OVER_PAIRS
 from cflib.bench.tables.c3lt import C3LT_METHODS, C3LT_METRICS, CVE_METRICS
-from cflib.bench.results import MEAN_OVER_PAIRS
 from cflib.book.build.execute import build
 from cflib.book.chapters import CHAPTERS
 

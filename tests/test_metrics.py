@@ -130,8 +130,30 @@ def test_fid_needs_two_images():
         fid_kid(torch.zeros(1, 1, 1, 4), torch.zeros(5, 1, 1, 4), identity_features(4))
 
 
-def test_frozen_features_stay_in_eval_mode():
+def test_fid_kid_leaves_the_callers_feature_network_as_it_was():
+    """The feature network runs in evaluation mode (BatchNorm statistics fixed) and the
+    caller's training mode and gradient flags come back unchanged."""
+    torch.manual_seed(0)
     net = nn.Sequential(nn.Flatten(), nn.BatchNorm1d(4))
+    net.train()
+    net[1].weight.requires_grad_(False)
+    stats = net[1].running_mean.clone()
+    a = torch.randn(50, 1, 1, 4)
     f = FrozenFeatures(net, num_features=4)
     f.train()
-    assert not net.training
+    fid_kid(a + 1, a, f, kid_subset_size=20)
+    assert net.training and net[1].training
+    assert not net[1].weight.requires_grad and net[1].bias.requires_grad
+    assert torch.equal(net[1].running_mean, stats)
+
+
+def test_robustness_leaves_each_modules_mode_as_it_was():
+    from cflib.metrics.robustness import perturbed_validity
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 3))
+    model.train()
+    model[2].eval()                      # mixed modes, as a caller may leave them
+    perturbed_validity(model, torch.randn(5, 1, 1, 4), 1, 1e-3, n_perturbations=2)
+    assert [m.training for m in model.modules()] == [True, True, True, False, True]
+    assert all(p.requires_grad for p in model.parameters())

@@ -137,31 +137,33 @@ def test_markdown_ours_paper():
     assert md.splitlines()[2] == f"| CEM | 1.5 / {cem:.3g} |"
 
 
-def test_update_readme_rewrites_only_the_headline_block(tmp_path):
+def test_update_readme_rewrites_only_the_summary_block_and_the_results_page(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
     bayes_rows().to_csv(res / "mnist_bayesian.csv", index=False)
-    readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- headline:start -->\nold\n<!-- headline:end -->\nafter\n")
+    readme, page = tmp_path / "README.md", tmp_path / "results.md"
+    readme.write_text("intro\n<!-- summary:start -->\nold\n<!-- summary:end -->\nafter\n")
     with pytest.raises(FileNotFoundError, match="mnist_eval.csv"):
-        report.update_readme(readme, res)           # every chapter's results are needed
-    assert "old" in readme.read_text()
+        report.update_readme(readme, res, page=page)   # every chapter's results are needed
+    assert "old" in readme.read_text() and not page.exists()
     acc = {"dataset": "mnist", "method": "Classifier", "metric": "Accuracy", "value": 0.99,
            "train_seed": 0, "data_seed": 0, "profile": "smoke"}
     for name, dataset in (("mnist_eval", "mnist"), ("fashion_mnist_test", "fmnist")):
-        df = with_pair_means(rows({("4->9", "CEM", "IM1"): 1.5}))
+        df = with_pair_means(rows({("4->9", "C3LT", "IM1"): 1.5, ("4->9", "CEM", "IM1"): 2.5}))
         df = tidy(pd.concat([tidy([acc]), df])).assign(dataset=dataset)
         df.to_csv(res / f"{name}.csv", index=False)
     with pytest.raises(FileNotFoundError, match="fashion_mnist_quant.csv"):
-        report.update_readme(readme, res)
+        report.update_readme(readme, res, page=page)
     quant_rows(0.9, 0.1).to_csv(res / "fashion_mnist_quant.csv", index=False)
-    report.update_readme(readme, res)
+    report.update_readme(readme, res, page=page)
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("after\n") and "old" not in text
-    assert "mc_dropout" in text and "| PSCE | 1 ± 0.141" in text
+    assert "C3LT IM1 1.5 (paper" in text and "PTQ INT8 VD 0.1" in text
+    full = page.read_text()
+    assert "mc_dropout" in full and "| PSCE | 1 ± 0.141" in full
     readme.write_text("no markers")
-    with pytest.raises(ValueError, match="headline"):
-        report.update_readme(readme, res)
+    with pytest.raises(ValueError, match="summary"):
+        report.update_readme(readme, res, page=page)
     assert readme.read_text() == "no markers"
 
 
@@ -215,15 +217,6 @@ def test_readme_timings_come_from_the_notebooks_metadata(tmp_path):
     table = build_chapter.timing_markdown(tmp_path)
     assert "| `mnist_eval` | `standard` | 12.6 min | 1 | 2026-11-30 |" in table
     assert "fashion_mnist_test" not in table          # no notebook, no row
-    readme = tmp_path / "README.md"
-    readme.write_text(f"a\n{build_chapter.TIMING_START}\nold\n{build_chapter.TIMING_END}\nb\n")
-    build_chapter.update_timings(readme, tmp_path)
-    text = readme.read_text()
-    assert "old" not in text and "12.6 min" in text and text.endswith("b\n")
-    readme.write_text("no markers\n")
-    with pytest.raises(ValueError, match="timing"):
-        build_chapter.update_timings(readme, tmp_path)
-    assert readme.read_text() == "no markers\n"
 
 
 def test_committed_notebooks_carry_no_scratch_or_machine_paths():

@@ -6,12 +6,11 @@
     cflib book [--rerun]                execute stale chapters (or all), build the HTML
     cflib stale                         which chapters' inputs changed since they ran
     cflib sweep NAME --seeds 0 1 2      chapters x training seeds on Dask, merged
-    cflib readme [--results DIR]        regenerate the README's headline tables
+    cflib readme [--results DIR]        regenerate the README's summary and the results page
 """
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from cflib.bench.profiles import PROFILES
 from cflib.book.chapters import CHAPTERS, parameter_schema
@@ -81,12 +80,12 @@ def main(argv=None) -> None:
             reasons = digests.stale_reasons(name)
             print(f"{name}: " + ("up to date" if not reasons else "stale: " + "; ".join(reasons)))
     elif args.command == "readme":
-        from cflib.book.report.readme import update_readme, update_timings
+        from cflib.book.report.readme import RESULTS_PAGE, update_readme
 
         update_readme(args.readme, args.results)
-        update_timings(Path(args.readme))
-        print(f"{args.readme}: headline tables regenerated from {args.results}/, chapter "
-              "timings from book/chapters/")
+        print(f"{args.readme}: summary regenerated from {args.results}/; "
+              f"{RESULTS_PAGE.relative_to(RESULTS_PAGE.parents[1])}: every headline table and "
+              "the chapters' timings")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ ROAR, Schut, PSCE): access to the posterior, a row-masked Adam and the L1 distan
 
 Every such method also works on a plain classifier (``model(x)`` returns logits): it
 is then a posterior with a single sample.  This module is private: it holds helpers,
-no registry (the catalog of methods is :data:`cflib.explainers.METHODS`).
+no registry (the methods are listed in :data:`cflib.explainers.EXPLAINERS`).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``Latent PGD``: the latent recourse solver of Yahyati et al. (2026) (QUANT.md section 4).
+"""``Latent PGD``: the latent recourse solver of Yahyati et al. (2026).
 
 The public code's ``LatentRecourseSolver`` (``cfq/latent.py``), batched.  A query
 ``x`` is encoded once, ``z = E(x)``; a latent action ``delta`` is searched by projected
@@ -122,7 +122,7 @@ def pixel_l1(x_hat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 class LatentRecourse(Explainer):
-    """Batched latent PGD through a latent autoencoder (QUANT.md section 4).
+    """Batched latent PGD through a latent autoencoder (the public code's solver, batched).
 
     ``autoencoder`` must have ``encode``/``decode`` (and, for ``latent="standardised"``,
     fitted ``code_mean``/``code_std``: :class:`cflib.models.LatentAutoencoder`);
@@ -232,7 +232,7 @@ class LatentRecourse(Explainer):
         The networks are frozen for the call (restored after).  Restart noise comes from
         ``generator``, or the global RNG when it is None; with one restart (the teacher)
         no randomness is drawn at all, so a QAT loop that calls this keeps its own
-        random stream (QUANT.md 3, "Teacher RNG pitfall").
+        random stream: a teacher inside a training loop must not reseed it.
         """
         check_images(x)
         with frozen(*self._caller_networks()), torch.no_grad():

@@ -14,18 +14,21 @@ from torchmetrics.image.fid import FrechetInceptionDistance
 from torchmetrics.image.kid import KernelInceptionDistance
 
 from cflib.metrics.spec import MetricSpec, register
-from cflib.scopes import seeded
+from cflib.scopes import frozen, seeded
 from cflib.tensors import model_device
 
 
 class FrozenFeatures(nn.Module):
-    """Wraps a feature network so that torchmetrics can never put it in training mode."""
+    """Wraps a feature network so that torchmetrics can never put it in training mode.
+
+    The caller's network is not changed: each forward pass runs it inside
+    :func:`cflib.scopes.frozen` (evaluation mode, no parameter gradients), which puts
+    every module's mode and flag back as they were.
+    """
 
     def __init__(self, net: nn.Module, num_features: int | None = None):
         super().__init__()
-        self.net = net.eval()
-        for p in self.net.parameters():
-            p.requires_grad_(False)
+        self.net = net
         self.num_features = int(num_features or net.num_features)
 
     def train(self, mode: bool = True):  # keep BatchNorm statistics fixed
@@ -33,7 +36,8 @@ class FrozenFeatures(nn.Module):
 
     @torch.no_grad()
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x).double()
+        with frozen(self.net):
+            return self.net(x).double()
 
 
 def fid_kid(fake: torch.Tensor, real: torch.Tensor, feature: nn.Module,

@@ -1,4 +1,5 @@
-"""Recourse under compression: VD, CRG, DirSim, overhead, bootstrap CIs (QUANT.md section 5).
+"""Recourse under compression: VD, CRG, DirSim, overhead, bootstrap CIs (Yahyati et al. 2026;
+the book's Protocols page, "Recourse under quantization").
 
 Queries ``i = 1..n``; ``F = {i : s_f,i}`` are the queries whose FP recourse succeeds and
 ``Both = F & {i : s_q,i}``.  The FP recourse ``x_hat_f`` is computed once, on the FP

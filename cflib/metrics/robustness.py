@@ -2,7 +2,7 @@
 
 - :func:`implausibility`: mean L2 distance of a counterfactual to the nearest ``frac``
   of the target-class training images (lower is better).  The paper's definition was
-  not in reach; this is the common one named in the project's BENCHMARKS.md.
+  not in reach; this is the common one (the book's Protocols page).
 - :func:`perturbed_validity`, :func:`robustness_ratio`,
   :func:`validity_under_perturbation`: the classifier's weights get i.i.d. Gaussian
   noise and the counterfactuals are classified again.  The noise is *absolute*:
@@ -26,6 +26,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 
 from cflib.metrics.spec import MetricSpec, register
+from cflib.scopes import frozen
 
 __all__ = ["implausibility", "perturbed_validity", "robustness_ratio",
            "validity_under_perturbation", "fresh_draws", "robustness_auc"]
@@ -102,9 +103,7 @@ def perturbed_validity(model: nn.Module, x_cf: torch.Tensor, target, scale: floa
         t = t.expand(len(x_cf))
     if t.shape != (len(x_cf),):
         raise ValueError(f"target must be an int or have shape ({len(x_cf)},)")
-    was = model.training
-    model.eval()
-    try:
+    with frozen(model):      # evaluation mode; every module's mode and flag restored after
         params = dict(model.named_parameters())
         buffers = dict(model.named_buffers())
         names = _param_names(model)
@@ -130,8 +129,6 @@ def perturbed_validity(model: nn.Module, x_cf: torch.Tensor, target, scale: floa
                     for i in range(0, len(x_cf), batch_size)]
             rows.append(torch.cat(cols, dim=1))
         return torch.cat(rows, dim=0)
-    finally:
-        model.train(was)
 
 
 def robustness_ratio(model: nn.Module, x_cf: torch.Tensor, target, scale: float = 1e-3,

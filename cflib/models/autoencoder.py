@@ -105,7 +105,7 @@ def make_autoencoder(arch: str, image_shape=(1, 28, 28)) -> nn.Module:
 class LatentAutoencoder(nn.Module):
     """The conv autoencoder with a 32-d latent of the quantization chapter's recourse solver.
 
-    The public code's layout (``cfq/models.py``, ``ConvAutoencoder``; QUANT.md 1.3):
+    The public code's layout (``cfq/models.py``, ``ConvAutoencoder``):
     encoder conv 1->16 3x3 s2 p1, ReLU; conv 16->32 3x3 s2 p1, ReLU; FC 1568->32;
     decoder FC 32->1568; convT 32->16 4x4 s2 p1, ReLU; convT 16->1 4x4 s2 p1.  The
     code's sigmoid becomes tanh, since cflib's images live in [-1, 1].  ``channels`` and
@@ -114,7 +114,7 @@ class LatentAutoencoder(nn.Module):
     ``code_mean`` / ``code_std`` are the per-dimension mean and standard deviation of
     the training codes (buffers, so the weight cache holds them; NaN until
     :meth:`fit_latent_stats`).  The solver searches in the standardised latent
-    ``u = (z - mean) / std`` (QUANT.md section 4, deviation (b)).
+    ``u = (z - mean) / std`` (the book's deviation (b) of the quantization chapter).
     """
 
     def __init__(self, latent_dim: int = 32, channels: int = 1, image_size: int = 28):

@@ -69,7 +69,7 @@ class FeatureNet(nn.Module):
 
 class SmallCNN(nn.Module):
     """The FP classifier of the quantization chapter (Yahyati et al. 2026), in the public
-    code's layout (``cfq/models.py``, ``SmallCNN``; QUANT.md 1.3).
+    code's layout (``cfq/models.py``, ``SmallCNN``).
 
     ``features``: conv 1->32 3x3 p1, ReLU, maxpool 2; conv 32->64 3x3 p1, ReLU, maxpool 2.
     ``classifier``: flatten, FC 3136->64, ReLU, FC 64->n_classes.  No dropout and no batch

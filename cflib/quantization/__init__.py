@@ -1,4 +1,4 @@
-"""Fake quantization for the quantization chapter (Yahyati et al. 2026; QUANT.md 2-3).
+"""Fake quantization and the compression recipes of Yahyati et al. (2026).
 
 * :mod:`cflib.quantization.fake`: straight-through rounding, LSQ-style weight steps,
   PACT-style activation clips, the Gumbel bit policy, the MSE clipping initialiser, the
@@ -9,7 +9,7 @@
 
 Written in cflib rather than taken from ``torch.ao``/torchao: the rows need 2-, 3- and
 4-bit and per-layer mixed widths on Conv2d, and the recourse solver needs input
-gradients through the quantized model (QUANT.md 2).
+gradients through the quantized model (the book's Protocols page says more).
 """
 from cflib.quantization.fake import (
     BIT_CHOICES,

@@ -1,4 +1,4 @@
-"""Fake-quantization primitives (QUANT.md sections 2-3), written in cflib.
+"""Fake-quantization primitives of Yahyati et al. (2026)'s public code, written in cflib.
 
 Quantized values are computed in float with straight-through rounding, so every
 quantized network keeps gradients for QAT, for calibration and for the recourse

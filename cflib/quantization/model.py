@@ -1,4 +1,4 @@
-"""``QuantSmallCNN``: the fake-quantized SmallCNN of the public code (QUANT.md 1.3 and 3).
+"""``QuantSmallCNN``: the fake-quantized SmallCNN of the public code of Yahyati et al. (2026).
 
 The same layers as :class:`cflib.models.SmallCNN`, with the FP weights copied in, in
 module order (the code's ``copy_fp_to_quantized``).  Seven quantizers: the four weight
@@ -74,7 +74,7 @@ def check_small_cnn(model: nn.Module) -> tuple[nn.Conv2d, nn.Conv2d, nn.Linear, 
 
 
 class QuantSmallCNN(nn.Module):
-    """SmallCNN with seven fake quantizers (QUANT.md 3).
+    """SmallCNN with seven fake quantizers (four weight, three activation).
 
     ``bits`` are the candidate widths of every quantizer's policy, ``init_bit`` the one
     it starts on, ``fixed_bits`` a width used by every quantizer (PTQ).  Build it from

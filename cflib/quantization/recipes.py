@@ -1,4 +1,4 @@
-"""The compression recipes of the quantization table (QUANT.md section 3).
+"""The compression recipes of the quantization table (Yahyati et al. 2026, public code).
 
 Configs are frozen dataclasses with the public code's argument names and defaults
 (``cfq/experiments/image.py``); :data:`RECIPES` maps each row, spelled as the
@@ -173,7 +173,7 @@ def build_quant_model(config: PTQConfig | QATConfig, n_classes: int = 10) -> Qua
 
 class Pool(NamedTuple):
     """The training pool: ``(x_train, y_train)`` for training, ``(x_val, y_val)`` for
-    calibration and initialisation (QUANT.md 6.1)."""
+    calibration and initialisation."""
 
     x_train: torch.Tensor
     y_train: torch.Tensor
@@ -207,7 +207,7 @@ def teacher_points(fp: nn.Module, autoencoder: nn.Module, x: torch.Tensor, y: to
 
     The code recomputes the teacher per batch; the teacher is deterministic (frozen f and
     AE, delta_0 = 0, one restart) and batch-independent, so computing it once per
-    training image gives the same points (QUANT.md 3, "Optimisation allowed").  No
+    training image gives the same points (the teacher is deterministic).  No
     seed is set: the caller's random stream (the Gumbel draws) is untouched.
     """
     keep = y != target

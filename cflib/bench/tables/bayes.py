@@ -3,7 +3,7 @@
 :func:`run_bayesian` trains (or loads) the MC-dropout or BNN classifier, draws
 Schut et al.'s queries (random test digits, a similar-digit target per image), runs
 Wachter, BayesCF, ROAR, Schut and PSCE (built from the catalog,
-:data:`cflib.explainers.METHODS`) on them and scores every counterfactual with the
+:mod:`cflib.bench.catalog`) on them and scores every counterfactual with the
 table's metric specs (:data:`BAYES_METRICS`):
 
 - ``IM1``: Van Looveren & Klaise's ratio with the class autoencoders of the target and

@@ -116,16 +116,16 @@ def plot_bayes_grid(cfs: dict, methods, n: int = 6, repeat: int = 0, title: str 
 
 
 def plot_perturbation_curves(curves: pd.DataFrame, methods=None):
-    """Validity against the scale of weight noise, a panel per setting; lines are the
+    """Validity against the scale of weight noise, a panel per Bayesian classifier; lines are the
     mean over repeats, bands the min-max over repeats.  Scale 0 is drawn at the left
     edge of the log axis."""
-    settings = list(dict.fromkeys(curves["model"]))
+    models = list(dict.fromkeys(curves["model"]))
     methods = list(methods or dict.fromkeys(curves["method"]))
-    fig, axes = plt.subplots(1, len(settings), figsize=(4.6 * len(settings), 3.4),
+    fig, axes = plt.subplots(1, len(models), figsize=(4.6 * len(models), 3.4),
                              squeeze=False, sharey=True)
     positive = curves.loc[curves["scale"] > 0, "scale"]
     zero_at = positive.min() / 3 if len(positive) else 1e-4
-    for ax, s in zip(axes[0], settings):
+    for ax, s in zip(axes[0], models):
         d = curves[curves["model"] == s].copy()
         d["x"] = d["scale"].where(d["scale"] > 0, zero_at)
         for m in methods:

@@ -1,10 +1,12 @@
-"""The README's headline tables, generated from the committed results files.
+"""The README's results summary and the book's *Results at a glance* page, generated from
+the committed results files.
 
-    python -m cflib.report [results_dir] [--readme README.md]
+    cflib readme [--results DIR]          # what `make book` users run after a re-run
+    python -m cflib.book.report [results_dir]   # print the headline tables
 
-prints the headline tables of every results file in ``results_dir`` (default
-``results``), or rewrites the block between ``<!-- headline:start -->`` and
-``<!-- headline:end -->`` of the README.
+rewrites the block between ``<!-- summary:start -->`` and ``<!-- summary:end -->`` of
+the README and writes ``book/results.md`` (every headline table and the chapters'
+timings).
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT
-from cflib.bench.results import CLASSIFIER, read_results
+from cflib.bench.reference import reported_value
+from cflib.bench.results import CLASSIFIER, pair_means, read_results
 from cflib.bench.tables.c3lt import C3LT_METRICS
 from cflib.book.build.paths import CHAPTER_DIR
 from cflib.book.chapters import CHAPTERS
@@ -22,7 +25,7 @@ from cflib.book.report.tables import bayes_table, comparison_table, quant_table,
 from cflib.book.sweep import read_sweep
 from cflib.io import atomic_write
 
-HEADLINE_START, HEADLINE_END = "<!-- headline:start -->", "<!-- headline:end -->"
+SUMMARY_START, SUMMARY_END = "<!-- summary:start -->", "<!-- summary:end -->"
 
 
 def _fmt(v, digits: int = 3) -> str:
@@ -137,26 +140,87 @@ BLOCKS = {
 
 
 def headline(results_dir="results") -> str:
-    """Markdown headline tables of every results file of the book (README).
+    """Markdown headline tables of every results file of the book.
 
     Every file of :data:`BLOCKS` must exist: a missing one is an error, never an
     emptied table.
     """
+    frames = _frames(results_dir)
+    out = []
+    for name, block in BLOCKS.items():
+        out += block(frames[name], results_dir)
+    return "\n\n".join(out)
+
+
+def _frames(results_dir) -> dict[str, pd.DataFrame]:
     missing = [f"{name}.csv" for name in BLOCKS if not (Path(results_dir) / f"{name}.csv").exists()]
     if missing:
         raise FileNotFoundError(f"{results_dir} lacks {missing}; the headline needs every "
                                 "chapter's results (run the chapters, or point at the folder "
                                 "that holds them)")
-    out = []
-    for name, block in BLOCKS.items():
-        out += block(read_results(Path(results_dir) / f"{name}.csv"), results_dir)
-    return "\n\n".join(out)
+    return {name: read_results(Path(results_dir) / f"{name}.csv") for name in BLOCKS}
 
 
-def update_readme(readme="README.md", results_dir="results") -> str:
-    """Rewrite the text between the headline markers of ``readme`` with :func:`headline`."""
-    block = headline(results_dir)          # fails before the README is touched
-    return _replace_block(readme, HEADLINE_START, HEADLINE_END, block)
+def _cell(frame: pd.DataFrame, method: str, metric: str, **where) -> float:
+    d = frame[(frame["method"] == method) & (frame["metric"] == metric)]
+    for k, v in where.items():
+        d = d[d[k] == v]
+    return float(d["value"].mean()) if len(d) else float("nan")
+
+
+def summary(results_dir="results") -> str:
+    """The README's compact results: one line per table, its key numbers beside the
+    papers' (where they report them), read from the results files."""
+    f = _frames(results_dir)
+    lines = ["| table | what the committed run shows |", "|---|---|"]
+    for name, dataset, title in (("mnist_eval", "mnist", "C3LT table, MNIST"),
+                                 ("fashion_mnist_test", "fmnist", "C3LT table, Fashion-MNIST")):
+        m = pair_means(f[name])
+        parts = []
+        for metric in ("IM1", "Proximity", "Validity"):
+            ours = _cell(m, "C3LT", metric)
+            paper = reported_value("c3lt", dataset, "C3LT", metric)
+            parts.append(f"{metric} {_fmt(ours)} (paper {_fmt(paper)})")
+        lines.append(f"| {title} | C3LT {', '.join(parts)}; real target images IM1 "
+                     f"{_fmt(_cell(m, 'Original Data', 'IM1'))} |")
+    b = f["mnist_bayesian"]
+    parts = []
+    for model in dict.fromkeys(b.loc[b["model"] != "", "model"]):
+        ours = _cell(b, "PSCE", "IM1", model=model)
+        paper = reported_value("bayes", "mnist", "PSCE", "IM1", model)
+        parts.append(f"{model.replace('_', ' ')} {_fmt(ours)} (paper {_fmt(paper)})")
+    lines.append("| Bayesian classifiers, MNIST | PSCE IM1 " + ", ".join(parts) + " |")
+    q = f["fashion_mnist_quant"]
+    q = q[q["variant"] == ""]
+    parts = [f"FP32 accuracy {_fmt(_cell(q, 'FP32', 'Accuracy'))}"]
+    for m in ("PTQ INT8", "PTQ INT4", "MixedPrec-QAT", "CFQ-QAT"):
+        parts.append(f"{m} VD {_fmt(_cell(q, m, 'VD'))}")
+    lines.append("| Recourse under quantization, Fashion-MNIST | " + ", ".join(parts) + " |")
+    return "\n".join(lines)
+
+
+RESULTS_PAGE = PROJECT_ROOT / "book" / "results.md"
+
+
+def results_page(results_dir="results", nb_dir: Path = CHAPTER_DIR) -> str:
+    """The book's *Results at a glance* page: every headline table and the chapters'
+    timings, from the results files and the executed notebooks."""
+    return ("(results)=\n# Results at a glance\n\n"
+            "*Written by `cflib readme` from the committed results files; each chapter "
+            "shows the same numbers with their figures, checks and protocol notes.*\n\n"
+            + headline(results_dir)
+            + "\n\n## How long each chapter took\n\nFrom the executed notebooks' records "
+              "(networks already in the weight cache were loaded, not trained).\n\n"
+            + timing_markdown(nb_dir) + "\n")
+
+
+def update_readme(readme="README.md", results_dir="results", page=None) -> str:
+    """Rewrite the README's summary block and the book's results page (both from the
+    results files; both fail before anything is written when a file is missing)."""
+    block = summary(results_dir)
+    text = results_page(results_dir)
+    atomic_write(Path(page or RESULTS_PAGE), text)
+    return _replace_block(readme, SUMMARY_START, SUMMARY_END, block)
 
 
 def _replace_block(path, start: str, end: str, block: str) -> str:
@@ -194,18 +258,11 @@ def timing_markdown(nb_dir: Path = CHAPTER_DIR) -> str:
     return "\n".join(rows)
 
 
-def update_timings(readme: Path = PROJECT_ROOT / "README.md", nb_dir: Path = CHAPTER_DIR) -> None:
-    """Rewrite the README's block between the timing markers from the chapters in
-    ``nb_dir`` (the committed ones by default)."""
-    _replace_block(readme, TIMING_START, TIMING_END, timing_markdown(nb_dir))
-
-
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="Headline tables of the committed results.")
     ap.add_argument("results_dir", nargs="?", default="results")
-    ap.add_argument("--readme", help="rewrite the headline block of this README instead of printing")
+    ap.add_argument("--readme", help="rewrite the summary of this README and the results page "
+                                     "instead of printing")
     args = ap.parse_args(argv)
     if args.readme:
         update_readme(args.readme, args.results_dir)
