@@ -11,7 +11,7 @@ export CFLIB_DATA ?= $(CURDIR)/data
 
 RERUN   ?=
 
-.PHONY: book test chapter html clean install stale sweep benchmark
+.PHONY: book test chapter html clean install stale sweep benchmark gpu-check
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,11 +28,14 @@ chapter: $(VENV)/.installed
 		--train-seed $(TRAIN_SEED) --data-seed $(DATA_SEED)
 
 # the book: re-executes the chapters whose inputs changed since they ran (every chapter
-# with RERUN=1), then builds _build/html/index.html from the executed chapters.  Another
-# PROFILE/SEED/DEVICE executes every chapter and builds _build/book-<profile>-seed<seed>/.
+# with RERUN=1), side by side on one single-threaded worker per core (WORKERS=n), then
+# builds _build/html/index.html from the executed chapters.  Another PROFILE, seed or
+# DEVICE executes every chapter and builds _build/book-<profile>-train<t>-data<d>/.
+WORKERS ?=
 book: $(VENV)/.installed
 	$(VENV)/bin/cflib book --profile $(PROFILE) --device $(DEVICE) \
-		--train-seed $(TRAIN_SEED) --data-seed $(DATA_SEED) $(if $(RERUN),--rerun)
+		--train-seed $(TRAIN_SEED) --data-seed $(DATA_SEED) $(if $(RERUN),--rerun) \
+		$(if $(WORKERS),--workers $(WORKERS))
 
 # chapters x training seeds on Dask (a LocalCluster, or $$CFLIB_SCHEDULER), merged
 SEEDS   ?= 0,1,2
@@ -41,9 +44,19 @@ sweep: $(VENV)/.installed
 	$(PY) -m cflib.book.sweep $(NB) --seeds $(subst $(comma), ,$(SEEDS)) --profile $(PROFILE) \
 		--device $(DEVICE)
 
-# throughput of every explainer, batched and alone -> results/performance.csv
+# throughput of every explainer, batched and alone, against the measured peak
+#   -> results/performance.csv (results/performance-cuda.csv with DEVICE=cuda)
 benchmark: $(VENV)/.installed
-	$(PY) benchmarks/throughput.py --device $(DEVICE)
+	$(PY) benchmarks/throughput.py --device $(DEVICE) \
+		$(if $(filter cuda,$(DEVICE)),--out results/performance-cuda.csv)
+
+# on a machine with a GPU (about 15 minutes): the device tests, a smoke chapter and the
+# benchmark on CUDA -> results/performance-cuda.csv
+gpu-check: $(VENV)/.installed
+	$(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device here')"
+	$(PY) -m pytest -q -rs tests/test_device.py
+	$(PY) -m cflib.book.build fashion_mnist_quant --profile smoke --device cuda
+	$(PY) benchmarks/throughput.py --device cuda --out results/performance-cuda.csv
 
 # which chapters are stale, and why
 stale: $(VENV)/.installed

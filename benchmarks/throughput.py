@@ -1,27 +1,38 @@
-"""Throughput of every explainer: batched against one image at a time, and against the
-hardware bound.
+"""Throughput of every explainer: batched against one image at a time, against the machine's
+measured peak (a roofline), and the passes per-sample stopping saves.
 
     .venv/bin/python benchmarks/throughput.py [--device cpu|cuda] [--images 128]
-        [--batch-sizes 8 32 128] [--out results/performance.csv]
+        [--batch-sizes 8 32 128] [--threads 2] [--out results/performance.csv]
     make benchmark [DEVICE=cuda]
 
-For each method of the catalog (built with ``catalog.build`` at the ``smoke`` profile:
+For each method of the catalog (``cflib.bench.catalog.build`` at the ``smoke`` profile:
 its networks are small and cached, its iteration budgets are the smoke ones), the same
 ``--images`` query images are explained
 
 * one at a time: ``explain`` called on each image alone (``batch_size = 1``), and
 * batched: one ``explain`` call on all images with ``batch_size`` = each of
-  ``--batch-sizes`` (the batch is cut into chunks of that size).
+  ``--batch-sizes`` (the batch is cut into chunks of that size);
+* for the searches that drop finished queries from the batch (per-sample stopping:
+  Wachter, BayesCF, ROAR, Schut, PSCE), once more at the largest batch with finished
+  queries kept in it (``compact=False``), to count the passes compaction saves.
 
 Each timing is the best of ``--repeats`` runs after one warm-up.  The floating-point
 work of a call is counted with the formulas of ``torch.utils.flop_counter`` (every
-matmul and convolution, forward and backward; :class:`CountFlops`), so the achieved
-rate is FLOPs / second.
-The bound is the rate of the method's classifier on a large batch (1,024 images) in
-one forward and one backward pass to the input, the work a batched search repeats;
-``fraction`` is the achieved rate over that bound.  Results go to
-``results/performance.csv`` (one row per method, mode and batch size), which the
-book's performance page reads.
+matmul and convolution, forward and backward), and the bytes those operators read and
+write (their inputs and outputs at 4 bytes per element): their ratio is the
+*arithmetic intensity*.
+
+**The roofline.**  The machine's peak is measured, not assumed: the best FLOP rate of a
+large float32 matrix product and of a large convolution (the two kinds of work the
+explainers do), at the benchmark's thread count (``peak``) and on all cores
+(``peak_all``); the memory bandwidth is the best rate of a large copy.  Each method's
+achieved rate is reported as ``fraction_of_peak`` (never above 1 when the peak is a
+true peak) and against the roofline ``min(peak, intensity x bandwidth)``; a method whose
+intensity lies below ``peak / bandwidth`` is memory-bound.
+
+Results go to ``results/performance.csv`` (one row per method, mode and batch size) and
+``results/performance_machine.csv`` (the peak measurements), which the book's
+performance page reads.
 """
 from __future__ import annotations
 
@@ -30,10 +41,12 @@ import os
 import platform
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import torch
+import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
@@ -43,7 +56,6 @@ sys.path.insert(0, str(ROOT))
 from cflib.bench import catalog, zoo  # noqa: E402
 from cflib.bench.data import class_subset, load_split  # noqa: E402
 from cflib.bench.results import write_table  # noqa: E402
-from cflib.scopes import frozen  # noqa: E402
 from cflib.tensors import predict  # noqa: E402
 
 #: which classifier and data each method explains (the chapter that uses it)
@@ -57,21 +69,24 @@ SETTING = {
 #: methods that search (optimise or iterate per image); the rest are one forward pass
 ITERATIVE = ["Adv. Attack", "CEM", "CEM (targeted)", "CVE", "CVE (receptive field)",
              "Wachter", "BayesCF", "ROAR", "Schut", "PSCE", "Latent PGD"]
+#: searches that stop each query when it is done and drop it from the batch
+COMPACTING = ["Wachter", "BayesCF", "ROAR", "Schut", "PSCE"]
 
 
 class CountFlops(TorchDispatchMode):
-    """Counts FLOPs with ``torch.utils.flop_counter``'s per-operator formulas.
+    """FLOPs and operator bytes with ``torch.utils.flop_counter``'s per-operator formulas.
 
     ``FlopCounterMode`` itself tracks modules with backward hooks that make
     ``torch.autograd.grad`` fail ("a leaf node was passed to _will_engine_execute_node"),
     and every search here takes input gradients with it; this mode applies the same
     registry of formulas (matmuls, convolutions and their backward ops) without the
-    module tracking.
+    module tracking, and adds the bytes each such operator reads and writes.
     """
 
     def __init__(self):
         super().__init__()
         self.total = 0
+        self.bytes = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -79,6 +94,9 @@ class CountFlops(TorchDispatchMode):
         formula = flop_registry.get(func._overloadpacket)
         if formula is not None:
             self.total += formula(*args, **kwargs, out_val=out)
+            for t in (*args, *(out if isinstance(out, (tuple, list)) else (out,))):
+                if torch.is_tensor(t):
+                    self.bytes += t.numel() * t.element_size()
         return out
 
     def get_total_flops(self) -> int:
@@ -90,8 +108,50 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
+def _best(fn, dev, repeats: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        _sync(dev)
+        t0 = time.perf_counter()
+        fn()
+        _sync(dev)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+# -- the machine ------------------------------------------------------------------------------
+def measure_peak(dev: torch.device, threads: int, repeats: int = 3) -> list[dict]:
+    """The best float32 rates of large matrix products and convolutions, and the copy
+    bandwidth, at ``threads`` threads (CPU) or on the device."""
+    before = torch.get_num_threads()
+    if dev.type == "cpu":
+        torch.set_num_threads(threads)
+    rows = []
+    try:
+        for n in (1024, 2048):
+            a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+            sec = _best(lambda: a @ b, dev, repeats)
+            rows.append({"kernel": f"matmul {n}x{n}x{n}", "kind": "flops",
+                         "rate": 2 * n ** 3 / sec})
+        for (bs, c, hw, k) in ((64, 64, 56, 3), (128, 128, 28, 3), (256, 32, 28, 5)):
+            x = torch.randn(bs, c, hw, hw, device=dev)
+            w = torch.randn(c, c, k, k, device=dev)
+            sec = _best(lambda: F.conv2d(x, w, padding=k // 2), dev, repeats)
+            rows.append({"kernel": f"conv2d {bs}x{c}x{hw}x{hw}, {c}->{c} {k}x{k}",
+                         "kind": "flops", "rate": 2 * bs * c * c * k * k * hw * hw / sec})
+        src = torch.randn(64 * 2 ** 20, device=dev)          # 256 MB
+        dst = torch.empty_like(src)
+        sec = _best(lambda: dst.copy_(src), dev, repeats)
+        rows.append({"kernel": "copy 256 MB", "kind": "bytes", "rate": 2 * src.numel() * 4 / sec})
+    finally:
+        torch.set_num_threads(before)
+    return [{**r, "threads": threads if dev.type == "cpu" else 0} for r in rows]
+
+
+# -- the methods --------------------------------------------------------------------------------
 def setting(name: str, device: str):
-    """(classifier, queries, target, from_profile data) of a setting, at smoke sizes; the
+    """(classifier, queries, target, build data) of a setting, at smoke sizes; the
     queries are test images the classifier does not already assign to the target."""
     clf, xq, target, kw = _setting(name, device)
     keep = predict(clf, xq).argmax(1).cpu() != target
@@ -115,67 +175,34 @@ def _setting(name: str, device: str):
     return clf, xq, 0, {"dataset": "fmnist"}
 
 
-def build(method: str, clf, kw: dict, batch_size: int):
-    from dataclasses import replace
-
+def build(method: str, clf, kw: dict, batch_size: int, compact: bool = True):
     ex = catalog.build(method, clf, profile="smoke", seeds=0, **kw)
     ex.config = replace(ex.config, batch_size=batch_size)
+    if not compact:
+        ex.config = replace(ex.config, compact=False)
     return ex
 
 
-def timed(ex, x, target, dev, repeats: int) -> tuple[float, float]:
-    """(best seconds of ``repeats`` calls after a warm-up, FLOPs of one call)."""
-    ex.explain(x, target, seed=0)
-    best = float("inf")
-    for _ in range(repeats):
-        _sync(dev)
-        t0 = time.perf_counter()
-        ex.explain(x, target, seed=0)
-        _sync(dev)
-        best = min(best, time.perf_counter() - t0)
+def batched(ex, x, target, dev, repeats: int) -> dict:
+    """Best seconds of ``repeats`` batched calls after a warm-up, and one call's FLOPs,
+    operator bytes and model passes per counterfactual."""
+    sec = _best(lambda: ex.explain(x, target, seed=0), dev, repeats)
     with CountFlops() as fc:
-        ex.explain(x, target, seed=0)
-    return best, float(fc.get_total_flops())
+        cf = ex.explain(x, target, seed=0)
+    return {"seconds": sec, "flops": float(fc.total), "bytes": float(fc.bytes),
+            "passes": cf.meta["model_passes"]}
 
 
-def one_at_a_time(ex, x, target, dev, repeats: int) -> tuple[float, float]:
+def one_at_a_time(ex, x, target, dev, repeats: int) -> dict:
     """Every image alone: the sum of per-image times (best of ``repeats`` loops)."""
-    ex.explain(x[:1], target, seed=0)
-    best = float("inf")
-    for _ in range(repeats):
-        _sync(dev)
-        t0 = time.perf_counter()
-        for i in range(len(x)):
-            ex.explain(x[i:i + 1], target, seed=i)
-        _sync(dev)
-        best = min(best, time.perf_counter() - t0)
+    def loop():
+        return [ex.explain(x[i:i + 1], target, seed=i) for i in range(len(x))]
+
+    sec = _best(loop, dev, repeats)
     with CountFlops() as fc:
-        for i in range(len(x)):
-            ex.explain(x[i:i + 1], target, seed=i)
-    return best, float(fc.get_total_flops())
-
-
-def bound(clf, x, dev, batch: int = 1024, repeats: int = 3) -> float:
-    """FLOPs per second of one forward and one backward pass to the input on a large batch."""
-    xb = x[:1].repeat(batch, 1, 1, 1).to(dev)
-    with frozen(clf):
-        def step():
-            z = xb.clone().requires_grad_(True)
-            out = clf(z)
-            (g,) = torch.autograd.grad(out.logsumexp(1).sum(), z)
-            return g
-
-        step()
-        with CountFlops() as fc:
-            step()
-        best = float("inf")
-        for _ in range(repeats):
-            _sync(dev)
-            t0 = time.perf_counter()
-            step()
-            _sync(dev)
-            best = min(best, time.perf_counter() - t0)
-    return float(fc.get_total_flops()) / best
+        cfs = loop()
+    return {"seconds": sec, "flops": float(fc.total), "bytes": float(fc.bytes),
+            "passes": sum(c.meta["model_passes"] for c in cfs) / len(cfs)}
 
 
 def main(argv=None) -> None:
@@ -183,44 +210,78 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default=os.environ.get("DEVICE", "cpu"))
     ap.add_argument("--images", type=int, default=128)
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 32, 128])
+    ap.add_argument("--threads", type=int, default=None,
+                    help="CPU threads of the timed runs (default: all cores)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--methods", nargs="+", default=list(catalog.CATALOG))
     ap.add_argument("--out", default=str(ROOT / "results" / "performance.csv"))
     args = ap.parse_args(argv)
+    for m in args.methods:
+        catalog.get_entry(m)
     dev = torch.device(args.device)
-    machine = (f"{platform.machine()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-               f"{torch.get_num_threads()} threads" if dev.type == "cpu"
-               else torch.cuda.get_device_name(dev))
-    rows, bounds, cache = [], {}, {}
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("DEVICE=cuda but CUDA is not available on this machine")
+    cores = os.cpu_count() or 1
+    threads = args.threads or cores
+    if dev.type == "cpu":
+        torch.set_num_threads(threads)
+    machine = (f"{platform.machine()}, {cores} cores, torch {torch.__version__}"
+               if dev.type == "cpu" else torch.cuda.get_device_name(dev))
+    peaks = measure_peak(dev, threads)
+    if dev.type == "cpu" and threads != cores:
+        peaks += measure_peak(dev, cores)
+    pk = pd.DataFrame(peaks).assign(device=dev.type, machine=machine)
+    here = pk[pk["threads"] == (threads if dev.type == "cpu" else 0)]
+    peak = float(here.loc[here["kind"] == "flops", "rate"].max())
+    bandwidth = float(here.loc[here["kind"] == "bytes", "rate"].max())
+    print(f"peak {peak / 1e9:.1f} GFLOP/s, bandwidth {bandwidth / 1e9:.1f} GB/s at "
+          f"{threads} thread(s); ridge {peak / bandwidth:.1f} FLOP/byte", flush=True)
+
+    rows, cache = [], {}
     for method in args.methods:
         name = SETTING[method]
         if name not in cache:
             cache[name] = setting(name, args.device)
         clf, xq, target, kw = cache[name]
         x = xq[:args.images].to(dev)
-        if name not in bounds:
-            bounds[name] = bound(clf, x, dev)
-        base = {"method": method, "device": dev.type, "machine": machine, "n_images": len(x),
-                "iterative": method in ITERATIVE, "bound_flops_per_s": bounds[name]}
-        ex = build(method, clf, kw, 1)
-        sec, flops = one_at_a_time(ex, x, target, dev, args.repeats)
-        single = sec / len(x)
-        rows.append({**base, "mode": "one at a time", "batch_size": 1, "seconds": sec,
-                     "seconds_per_cf": single, "flops_per_cf": flops / len(x),
-                     "flops_per_s": flops / sec, "speedup": 1.0})
+        base = {"method": method, "device": dev.type, "machine": machine, "threads": threads,
+                "n_images": len(x), "iterative": method in ITERATIVE}
+
+        def row(mode, bs, m, compact=True, single=None):
+            n = len(x)
+            per = m["seconds"] / n
+            return {**base, "mode": mode, "batch_size": bs, "compact": compact,
+                    "seconds": m["seconds"], "seconds_per_cf": per,
+                    "flops_per_cf": m["flops"] / n, "bytes_per_cf": m["bytes"] / n,
+                    "model_passes_per_cf": m["passes"],
+                    "flops_per_s": m["flops"] / m["seconds"],
+                    "speedup": 1.0 if single is None else single / per}
+
+        alone = one_at_a_time(build(method, clf, kw, 1), x, target, dev, args.repeats)
+        rows.append(row("one at a time", 1, alone))
+        single = alone["seconds"] / len(x)
         for bs in args.batch_sizes:
-            ex = build(method, clf, kw, bs)
-            sec, flops = timed(ex, x, target, dev, args.repeats)
-            rows.append({**base, "mode": "batched", "batch_size": bs, "seconds": sec,
-                         "seconds_per_cf": sec / len(x), "flops_per_cf": flops / len(x),
-                         "flops_per_s": flops / sec, "speedup": single / (sec / len(x))})
+            m = batched(build(method, clf, kw, bs), x, target, dev, args.repeats)
+            rows.append(row("batched", bs, m, single=single))
+        if method in COMPACTING:
+            bs = max(args.batch_sizes)
+            m = batched(build(method, clf, kw, bs, compact=False), x, target, dev, args.repeats)
+            rows.append(row("batched, finished queries kept", bs, m, compact=False,
+                            single=single))
         best = max(r["speedup"] for r in rows if r["method"] == method)
         print(f"{method:<24} {single * 1e3:9.3f} ms/CF alone, best batched {best:6.1f}x faster",
               flush=True)
     df = pd.DataFrame(rows)
-    df["fraction_of_bound"] = df["flops_per_s"] / df["bound_flops_per_s"]
+    df["peak_flops_per_s"] = peak
+    df["bandwidth_bytes_per_s"] = bandwidth
+    df["intensity"] = df["flops_per_cf"] / df["bytes_per_cf"].where(df["bytes_per_cf"] > 0)
+    df["roofline_flops_per_s"] = (df["intensity"] * bandwidth).clip(upper=peak)
+    df["fraction_of_peak"] = df["flops_per_s"] / peak
+    df["fraction_of_roofline"] = df["flops_per_s"] / df["roofline_flops_per_s"]
+    df["memory_bound"] = df["intensity"] < peak / bandwidth
     out = write_table(df, args.out)
-    print(f"written {out}")
+    write_table(pk, Path(args.out).with_name(Path(args.out).stem + "_machine.csv"))
+    print(f"written {out}; largest fraction of peak {df['fraction_of_peak'].max():.3f}")
 
 
 if __name__ == "__main__":

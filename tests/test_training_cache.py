@@ -114,3 +114,38 @@ def test_learned_explainer_cache_key_holds_the_classifier(tmp_cache, tiny_classi
     with torch.no_grad():
         other.head[-1].bias[0] += 0.1
     assert Toy(other).fit(key).calls == 1                    # a new key
+
+
+TWO_PROCESSES = """
+import sys, time, torch
+from cflib.cache import cached, fingerprint
+
+def build():
+    return torch.nn.Linear(4, 2)
+
+def train(m):
+    time.sleep(1.5)                      # long enough for the other process to arrive
+    with torch.no_grad():
+        m.weight.add_(float(sys.argv[1]))  # each process would train differently
+    return {"who": sys.argv[1]}
+
+m, info = cached("toy", {"seed": 0, "kind": "lock-test"}, build, train)
+print(fingerprint(m), info["who"])
+"""
+
+
+def test_two_processes_needing_one_network_train_it_once(tmp_path):
+    """A lock per cache entry: the second process waits, then loads what the first wrote."""
+    import subprocess
+    import sys
+
+    from cflib.cache import events
+
+    env = {**__import__("os").environ, "CFLIB_CACHE": str(tmp_path / "cache")}
+    procs = [subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, str(k)], env=env,
+                              stdout=subprocess.PIPE, text=True) for k in (1, 2)]
+    outs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert outs[0] == outs[1]                      # the same weights, the same trainer
+    trained = [e for e in events(tmp_path / "cache") if e["event"] == "trained"]
+    assert len(trained) == 1 and trained[0]["entry"].startswith("toy-")

@@ -51,6 +51,8 @@ def main(argv=None) -> None:
     ch.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     bk = sub.add_parser("book", help="execute stale chapters, then build the HTML book")
     bk.add_argument("--rerun", action="store_true", help="execute every chapter")
+    bk.add_argument("--workers", type=int, default=None,
+                    help="chapters executed side by side (default: one per core)")
     bk.add_argument("--profile", default="standard", choices=list(PROFILES))
     bk.add_argument("--device", default="cpu")
     bk.add_argument("--train-seed", type=int, default=0)
@@ -74,7 +76,7 @@ def main(argv=None) -> None:
         cli.main(cmd)
     elif args.command == "book":
         assemble.build_book(args.profile, args.device, args.train_seed, args.data_seed,
-                            args.rerun)
+                            args.rerun, args.workers)
     elif args.command == "stale":
         for name in CHAPTERS:
             reasons = digests.stale_reasons(name)

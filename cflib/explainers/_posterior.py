@@ -62,6 +62,18 @@ def head_inputs(model: nn.Module, x: torch.Tensor, n_samples: int | None = None)
 
 
 # -- optimisation ----------------------------------------------------------------------
+def forward_rows(active: torch.Tensor, n: int, compact: bool):
+    """Which rows a pass of a per-image search forwards, and where the active ones sit in
+    it: ``(active, all of them)`` when finished images are dropped from the batch
+    (``compact``), ``(every row, active)`` when they stay in it.  Every image's search is
+    independent of the others', so both give the same result; compaction saves the
+    passes of the finished images."""
+    if compact:
+        return active, slice(None)
+    return torch.arange(n, device=active.device), active
+
+
+
 class RowAdam:
     """Adam (Kingma & Ba 2015) on a batch of images where each row keeps its own clock.
 

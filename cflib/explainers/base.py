@@ -97,7 +97,9 @@ class Counterfactuals:
 
     ``success`` is a mask (failure is recorded, never a row of NaNs);
     ``seconds`` is the wall time of :meth:`Explainer.explain` for the batch;
-    ``meta`` holds the config, the seed and what the method reports per call
+    ``meta`` holds the config, the seed, ``model_passes`` (images the search pushed
+    through the classifier's first layer, per counterfactual) and what the method reports
+    per call
     (e.g. CVE's number of edits).
     """
 
@@ -131,6 +133,15 @@ class Counterfactuals:
             return v
 
         return Counterfactuals(**{k: move(v) for k, v in self.__dict__.items()})
+
+
+def _first_layer(model: nn.Module) -> nn.Module:
+    """The first leaf module with parameters (every image entering the network passes
+    it, whichever method of the model a search calls); the model itself if none."""
+    for m in model.modules():
+        if not list(m.children()) and any(True for _ in m.parameters(recurse=False)):
+            return m
+    return model
 
 
 # -- the base class ------------------------------------------------------------------------
@@ -275,14 +286,20 @@ class Explainer:
                 log.info("%s: %d of %d queries are already classified as their target; "
                          "they count as valid as they are (meta['already_target'])",
                          self.name, int(already.sum()), len(x))
-            with seeded(seed) as gen:
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                t0 = time.perf_counter()
-                out = self._generate(x, target, pred, gen)
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                seconds = time.perf_counter() - t0
+            rows = [0]              # images the search pushes through the classifier
+            hook = _first_layer(self.classifier).register_forward_pre_hook(
+                lambda _m, args: rows.__setitem__(0, rows[0] + (len(args[0]) if args else 0)))
+            try:
+                with seeded(seed) as gen:
+                    if dev.type == "cuda":
+                        torch.cuda.synchronize(dev)
+                    t0 = time.perf_counter()
+                    out = self._generate(x, target, pred, gen)
+                    if dev.type == "cuda":
+                        torch.cuda.synchronize(dev)
+                    seconds = time.perf_counter() - t0
+            finally:
+                hook.remove()
             x_cf, extra = out if isinstance(out, tuple) else (out, {})
             x_cf = x_cf.detach().clamp(X_MIN, X_MAX)
             pred_cf = predict(self.classifier, x_cf).argmax(1)
@@ -291,7 +308,7 @@ class Explainer:
             success=pred_cf == target, seconds=seconds, method=self.name,
             meta={"config": asdict(self.config) if is_dataclass(self.config) else {},
                   "seed": seed, "cflib_version": cflib.__version__, "device": str(dev),
-                  "already_target": already, **extra},
+                  "already_target": already, "model_passes": rows[0] / len(x), **extra},
         )
 
     def __repr__(self) -> str:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cflib.explainers._posterior import RowAdam, l1, posterior_probs
+from cflib.explainers._posterior import RowAdam, forward_rows, l1, posterior_probs
 from cflib.explainers.base import X_MAX, X_MIN, AutoencoderExplainer, ExplainerConfig
 from cflib.progress import progress
 
@@ -58,6 +58,8 @@ class PSCEConfig(ExplainerConfig):
     tol: float = 1e-2            # relative improvement below which a feasible image stops
     margin: float = 0.25         # the solver aims at delta + margin (1 - delta) and (1 - margin) epsilon
     n_samples: int | None = None  # posterior samples; None: the model's default
+    compact: bool = True         # drop settled images from the batch (False: keep them in
+                                 # each pass, update only the others: same result)
 
     def __post_init__(self):
         super().__post_init__()
@@ -116,20 +118,21 @@ class PSCE(AutoencoderExplainer):
         for _ in progress(range(cfg.outer_iters), desc=f"{self.name} rounds"):
             before = best_f.clone()
             for _ in range(cfg.inner_steps + 1):
-                za = z[active].requires_grad_(True)
-                f, c1, c2, feas = self._terms(za, x[active], t[active])
+                fw, sel = forward_rows(active, n, cfg.compact)
+                zf = z[fw].requires_grad_(True)
+                f, c1, c2, feas = (v[sel] for v in self._terms(zf, x[fw], t[fw]))
                 with torch.no_grad():   # keep the best feasible iterate seen so far
                     better = feas & (f < best_f[active])
                     rows = active[better]
-                    best[rows] = za.detach()[better]
+                    best[rows] = zf.detach()[sel][better]
                     best_f[rows] = f.detach()[better]
                 if _ == cfg.inner_steps:   # the extra pass only evaluates the last step
                     break
                 r, m1, m2 = rho[active], mu1[active], mu2[active]
                 al = f + ((m1 + r * c1).clamp_min(0) ** 2 - m1 ** 2) / (2 * r) \
                        + ((m2 + r * c2).clamp_min(0) ** 2 - m2 ** 2) / (2 * r)
-                (grad,) = torch.autograd.grad(al.sum(), za)
-                opt.step(z, grad, active)
+                (grad,) = torch.autograd.grad(al.sum(), zf)
+                opt.step(z, grad[sel], active)
                 z[active] = z[active].clamp(X_MIN, X_MAX)
             with torch.no_grad():
                 c1, c2 = c1.detach(), c2.detach()

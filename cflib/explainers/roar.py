@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cflib.explainers._posterior import RowAdam, head_inputs, l1
+from cflib.explainers._posterior import RowAdam, forward_rows, head_inputs, l1
 from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
 from cflib.progress import progress
 
@@ -40,6 +40,8 @@ class ROARConfig(ExplainerConfig):
     max_iter: int = 500          # CARLA stops on time (t_max_min); we stop on steps
     loss_threshold: float = 1e-3  # CARLA's stopping rule: |loss_t - loss_{t-1}| < threshold
     n_samples: int | None = None  # posterior samples; None: the model's default
+    compact: bool = True          # drop converged images from the batch (False: keep them in
+                                  # each pass, update only the others: same result)
 
     def __post_init__(self):
         super().__post_init__()
@@ -62,10 +64,11 @@ class ROAR(Explainer):
         active = torch.arange(len(x), device=x.device)
         prev = torch.zeros(len(x), device=x.device)   # CARLA starts from loss 0
         for _ in progress(range(cfg.max_iter), desc=self.name):
-            za = z[active].requires_grad_(True)
-            ta = t[active]
-            h, w, b = head_inputs(self.classifier, za, cfg.n_samples)
-            n, k = len(active), w.shape[1]
+            fw, sel = forward_rows(active, len(x), cfg.compact)
+            zf = z[fw].requires_grad_(True)
+            tf = t[fw]
+            h, w, b = head_inputs(self.classifier, zf, cfg.n_samples)
+            n, k = len(fw), w.shape[1]
             # inner max: first-order worst case of the last layer within the box
             dw = torch.zeros(n, k, h.shape[-1], device=z.device, requires_grad=True)
             db = torch.zeros(n, k, device=z.device, requires_grad=True)
@@ -74,15 +77,15 @@ class ROAR(Explainer):
             def ce(dw_, db_):
                 logits = base + torch.einsum("snj,nkj->snk", h, dw_) + db_.unsqueeze(0)
                 p = torch.softmax(logits, dim=-1).mean(0)
-                return -p.gather(1, ta[:, None]).squeeze(1).clamp_min(1e-30).log()
+                return -p.gather(1, tf[:, None]).squeeze(1).clamp_min(1e-30).log()
 
-            gw, gb = torch.autograd.grad(ce(dw, db).sum(), (dw, db), retain_graph=True)
+            gw, gb = torch.autograd.grad(ce(dw, db)[sel].sum(), (dw, db), retain_graph=True)
             dw_star = cfg.delta_max * gw.sign()
             db_star = cfg.delta_max * gb.sign()
             # outer min at the worst case (delta* fixed)
-            loss = ce(dw_star, db_star) + cfg.lambda_ * l1(za, x[active])
-            (grad,) = torch.autograd.grad(loss.sum(), za)
-            opt.step(z, grad, active)
+            loss = (ce(dw_star, db_star) + cfg.lambda_ * l1(zf, x[fw]))[sel]
+            (grad,) = torch.autograd.grad(loss.sum(), zf)
+            opt.step(z, grad[sel], active)
             z[active] = z[active].clamp(X_MIN, X_MAX)
             with torch.no_grad():
                 moving = (loss.detach() - prev[active]).abs() >= cfg.loss_threshold

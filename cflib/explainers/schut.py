@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from cflib.explainers._posterior import posterior_probs
+from cflib.explainers._posterior import forward_rows, posterior_probs
 from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
 from cflib.progress import progress
 
@@ -40,6 +40,8 @@ class SchutConfig(ExplainerConfig):
     step: float | None = None      # pixel step; None: (X_MAX - X_MIN) / n_changes = 0.4
     pixels_per_iter: int = 1       # most salient pixels changed per iteration (paper: 1)
     n_samples: int | None = None   # posterior samples; None: the model's default
+    compact: bool = True           # drop finished images from the batch (False: keep them in
+                                   # each pass, change only the others: same result)
 
     def __post_init__(self):
         super().__post_init__()
@@ -66,20 +68,21 @@ class Schut(Explainer):
         active = torch.arange(len(x), device=x.device)
         k = min(cfg.pixels_per_iter, z.shape[1])
         for it in progress(range(cfg.max_iters + 1), desc=self.name):
-            za = z[active].clone().requires_grad_(True)
-            ta = t[active]
-            p = posterior_probs(self.classifier, za.view(-1, *shape[1:]), cfg.n_samples).mean(0)
-            p_t = p.gather(1, ta[:, None]).squeeze(1)
-            done = (p.argmax(1) == ta) & (p_t >= cfg.confidence)
+            fw, sel = forward_rows(active, len(x), cfg.compact)
+            zf = z[fw].clone().requires_grad_(True)
+            tf = t[fw]
+            p = posterior_probs(self.classifier, zf.view(-1, *shape[1:]), cfg.n_samples).mean(0)
+            p_t = p.gather(1, tf[:, None]).squeeze(1)
+            done = ((p.argmax(1) == tf) & (p_t >= cfg.confidence))[sel]
             keep = ~done
             if not keep.any():
                 break
             if it == cfg.max_iters:   # last pass only checks who is done
                 break
-            (grad,) = torch.autograd.grad(p_t[keep].sum(), za)
-            grad = grad[keep]
+            (grad,) = torch.autograd.grad(p_t[sel][keep].sum(), zf)
+            grad = grad[sel][keep]
             rows = active[keep]
-            za = za.detach()[keep]
+            za = zf.detach()[sel][keep]
             # pixels changed n_changes times, or already at the bound the gradient points to
             blocked = ((changes[rows] >= cfg.n_changes)
                        | ((grad > 0) & (za >= X_MAX)) | ((grad < 0) & (za <= X_MIN)))

@@ -27,7 +27,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from cflib.explainers._posterior import RowAdam, deterministic_logits, l1, log_mean_prob
+from cflib.explainers._posterior import (
+    RowAdam,
+    deterministic_logits,
+    forward_rows,
+    l1,
+    log_mean_prob,
+)
 from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
 from cflib.progress import progress
 
@@ -41,6 +47,8 @@ class WachterConfig(ExplainerConfig):
     lr: float = 0.02           # Adam step size on the [-1, 1] pixel scale
     loss: str = "ce"           # "ce": -log p_t ; "mse": (p_t - 1)^2 (Wachter's Eq. 2)
     n_samples: int | None = None  # posterior samples (BayesCF); None: the model's default
+    compact: bool = True       # drop finished images from the batch (False: keep every image
+                               # in each pass and update only the unfinished: same result)
 
     def __post_init__(self):
         super().__post_init__()
@@ -76,14 +84,17 @@ class Wachter(Explainer):
         for _ in progress(range(cfg.lam_steps), desc=f"{self.name} lambdas"):
             opt.reset(active)
             for _ in range(cfg.steps):
-                za = z[active].requires_grad_(True)
-                pred_loss, dist, _ = self._loss_terms(za, x[active], t[active])
-                (grad,) = torch.autograd.grad((lam[active] * pred_loss + dist).sum(), za)
-                opt.step(z, grad, active)
+                fw, sel = forward_rows(active, len(x), cfg.compact)
+                zf = z[fw].requires_grad_(True)
+                pred_loss, dist, _ = self._loss_terms(zf, x[fw], t[fw])
+                loss = (lam[active] * pred_loss[sel] + dist[sel]).sum()
+                (grad,) = torch.autograd.grad(loss, zf)
+                opt.step(z, grad[sel], active)
                 z[active] = z[active].clamp(X_MIN, X_MAX)
             with torch.no_grad():
-                _, _, valid = self._loss_terms(z[active], x[active], t[active])
-            active = active[~valid]
+                fw, sel = forward_rows(active, len(x), cfg.compact)
+                _, _, valid = self._loss_terms(z[fw], x[fw], t[fw])
+            active = active[~valid[sel]]
             if len(active) == 0:
                 break
             lam[active] *= cfg.lam_factor

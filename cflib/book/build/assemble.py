@@ -16,25 +16,119 @@ from cflib.book.chapters import CHAPTERS, check, get_chapter
 from cflib.io import atomic_write
 
 
+def dependencies(names) -> dict[str, list[str]]:
+    """Chapter -> the chapters among ``names`` whose results it reads (they run first)."""
+    names = list(names)
+    out = {}
+    for n in names:
+        ch = get_chapter(n)
+        out[n] = [m for m in names if m != n and f"{m}.csv" in ch.reads]
+    return out
+
+
+def _task(name: str, run: dict, *_after) -> str:
+    """One chapter on a worker (``_after``: the chapters it waits for); ``run["folder"]``,
+    when set, holds both its notebook and its results (tests)."""
+    folder = run.get("folder")
+    return str(build(name, run["profile"], run["device"], run["train_seed"], run["data_seed"],
+                     out_dir=folder, results_dir=folder))
+
+
+def execute_chapters(names, run: dict, workers: int | None = None,
+                     scheduler: str | None = None) -> dict[str, Path]:
+    """Execute chapters, side by side where they do not read each other's results.
+
+    Each chapter runs in its own kernel pinned to ``CFLIB_THREADS`` threads (default 1),
+    so a chapter's arithmetic does not depend on what runs beside it.  The chapters go
+    to a Dask cluster: ``scheduler`` / ``CFLIB_SCHEDULER`` when set, else a
+    ``LocalCluster`` of ``workers`` single-threaded workers (default: one per core, at
+    most one per chapter); a chapter starts when the chapters it reads are done.  With
+    one worker (or one chapter) they run one after another in this process.  A chapter
+    that fails is reported and stops the chapters that read it; the others finish.
+    """
+    import os
+
+    names = list(names)
+    deps = dependencies(names)
+    address = scheduler or os.environ.get("CFLIB_SCHEDULER")
+    n = workers or min(len(names), os.cpu_count() or 1)
+    if not names:
+        return {}
+    if not address and (n <= 1 or len(names) == 1):
+        done = {}
+        for name in _order(names, deps):
+            done[name] = Path(_task(name, run))
+        return done
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if address:
+        client = Client(address)
+    else:
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               dashboard_address=None,
+                               env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+        client = Client(cluster)
+    print(f"executing {len(names)} chapter(s) on {len(client.scheduler_info()['workers'])} "
+          f"worker(s): {', '.join(names)}", flush=True)
+    try:
+        futures = {}
+        for name in _order(names, deps):
+            after = [futures[d] for d in deps[name]]
+            futures[name] = client.submit(_task, name, run, *after, pure=False,
+                                          key=f"chapter-{name}-{time.time_ns()}", retries=0)
+        done, failed = {}, []
+        for fut in as_completed(list(futures.values())):
+            name = next(k for k, v in futures.items() if v is fut)
+            try:
+                done[name] = Path(fut.result())
+            except Exception as err:  # reported; the chapters that do not need it finish
+                first = str(err).splitlines()[0] if str(err) else type(err).__name__
+                failed.append(f"{name}: {first}")
+                print(f"[{name}] FAILED: {first}", flush=True)
+        if failed:
+            raise RuntimeError("chapter(s) failed: " + "; ".join(failed))
+        return done
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _order(names, deps) -> list[str]:
+    """The chapters with every chapter after those it reads."""
+    out: list[str] = []
+    while len(out) < len(names):
+        ready = [n for n in names if n not in out and all(d in out for d in deps[n])]
+        if not ready:
+            raise ValueError(f"chapters read each other in a circle: {deps}")
+        out += ready
+    return out
+
+
 def build_book(profile: str = "standard", device: str = "cpu", train_seed: int = 0,
-               data_seed: int = 0, rerun: bool = False) -> Path:
+               data_seed: int = 0, rerun: bool = False, workers: int | None = None) -> Path:
     """Execute the chapters a book needs, then build its HTML; returns index.html.
 
     The book's run (``standard``, seeds 0, ``cpu``) executes only stale chapters (all
-    with ``rerun``) and builds the project's own book from the committed notebooks.
-    Any other run executes every chapter into ``_build/runs/`` and builds a separate
-    book from those notebooks in ``_build/book-<profile>-train<t>-data<d>/``, leaving
-    the committed book alone.
+    with ``rerun``; a chapter that reads a re-executed chapter's results too) and builds
+    the project's own book from the committed notebooks.  Any other run executes every
+    chapter into ``_build/runs/`` and builds a separate book from those notebooks in
+    ``_build/book-<profile>-train<t>-data<d>/``, leaving the committed book alone.
+    The chapters run side by side on ``workers`` single-threaded workers
+    (:func:`execute_chapters`).
     """
     t0 = time.perf_counter()
     run = {"profile": profile, "train_seed": train_seed, "data_seed": data_seed,
            "device": device}
     book_run = run == BOOK_RUN
-    notebooks = {}
+    notebooks, stale = {}, []
+    deps = dependencies(CHAPTERS)
     for name in CHAPTERS:
         params = check(name, dict(run))
         if book_run and not rerun:
             reasons = stale_reasons(name, params)
+            reasons += [f"it reads {d}, which is re-executed" for d in deps[name] if d in stale]
             if not reasons:
                 if stale_reasons(name, params, prose=True):
                     refresh_prose(name)
@@ -46,7 +140,9 @@ def build_book(profile: str = "standard", device: str = "cpu", train_seed: int =
                 continue
             print(f"[{name}] stale: " + "; ".join(reasons[:5])
                   + (f" (+{len(reasons) - 5} more)" if len(reasons) > 5 else ""), flush=True)
-        notebooks[name] = build(name, profile, device, train_seed, data_seed)
+        stale.append(name)
+    notebooks.update(execute_chapters(stale, run, workers))
+    notebooks = {n: notebooks[n] for n in CHAPTERS}
     root = PROJECT_ROOT
     if not book_run:
         root = PROJECT_ROOT / "_build" / f"book-{profile}-train{train_seed}-data{data_seed}"

@@ -10,6 +10,7 @@ failed notebook is kept under ``_build/failed/`` to read).
 from __future__ import annotations
 
 import datetime
+import io
 import logging
 import os
 import shutil
@@ -26,6 +27,39 @@ from cflib.book.chapters import check, get_chapter
 from cflib.io import atomic_write
 
 log = logging.getLogger("cflib.build")
+
+
+class Console(io.TextIOBase):
+    """Where a kernel's output goes on the terminal: each line prefixed with its chapter
+    (chapters run side by side), without the probe's record of the kernel's inputs (it
+    stays in the notebook's metadata)."""
+
+    HIDDEN = ("CFLIB_INPUTS",)
+
+    def __init__(self, chapter: str, stream=None):
+        super().__init__()
+        self.chapter, self.stream, self.buffer = chapter, stream, ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.buffer += text
+        *lines, self.buffer = self.buffer.split("\n")
+        for line in lines:
+            self._emit(line)
+        return len(text)
+
+    def _emit(self, line: str) -> None:
+        if line.strip() and not any(h in line for h in self.HIDDEN):
+            out = self.stream or sys.stdout
+            out.write(f"[{self.chapter}] {line}\n")
+            out.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            self._emit(self.buffer)
+            self.buffer = ""
 
 
 def build(chapter: str, profile: str = "standard", device: str = "cpu", train_seed: int = 0,
@@ -85,10 +119,13 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", train_se
     print(f"[{ch.name}] executing at profile {params['profile']}, training seed "
           f"{params['train_seed']}, data seed {params['data_seed']} "
           f"(kernel output follows)", flush=True)
+    console = Console(ch.name)
     try:
+        # the kernel logs at error level only (no transport warning on the console)
         pm.execute_notebook(str(src), str(executed), parameters=run_params,
                             kernel_name="python3", cwd=str(PROJECT_ROOT), progress_bar=False,
-                            log_output=False, stdout_file=sys.stdout, stderr_file=sys.stderr)
+                            log_output=False, stdout_file=console, stderr_file=console,
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
     except Exception as err:
         FAILED_DIR.mkdir(parents=True, exist_ok=True)
         if executed.exists():
@@ -98,6 +135,7 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", train_se
                            f"nothing was replaced (the failed notebook: "
                            f"{rel(FAILED_DIR / (ch.name + '.ipynb'))})\n{err}") from None
     finally:
+        console.flush()
         for k, v in env_before.items():
             if v is None:
                 os.environ.pop(k, None)
