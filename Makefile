@@ -4,8 +4,8 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 PROFILE ?= standard
 DEVICE  ?= cpu
-TRAIN_SEED ?= 0
-DATA_SEED  ?= 0
+TRAIN_SEED ?=
+DATA_SEED  ?=
 NB      ?= mnist_eval
 export CFLIB_DATA ?= $(CURDIR)/data
 
@@ -24,8 +24,8 @@ install: $(VENV)/.installed
 # one chapter, always executed: the book's run (standard, seed 0, cpu) replaces the
 # committed notebook and results; any other run writes under _build/runs/
 chapter: $(VENV)/.installed
-	$(PY) -m cflib.book.build $(NB) --profile $(PROFILE) --device $(DEVICE) \
-		--train-seed $(TRAIN_SEED) --data-seed $(DATA_SEED)
+	$(PY) -m cflib.book.build $(NB) --profile $(PROFILE) $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE)) \
+		$(if $(TRAIN_SEED),--train-seed $(TRAIN_SEED)) $(if $(DATA_SEED),--data-seed $(DATA_SEED))
 
 # the book: re-executes the chapters whose inputs changed since they ran (every chapter
 # with RERUN=1), side by side on one single-threaded worker per core (WORKERS=n), then
@@ -34,7 +34,7 @@ chapter: $(VENV)/.installed
 WORKERS ?=
 book: $(VENV)/.installed
 	$(VENV)/bin/cflib book --profile $(PROFILE) --device $(DEVICE) \
-		--train-seed $(TRAIN_SEED) --data-seed $(DATA_SEED) $(if $(RERUN),--rerun) \
+		--train-seed $(or $(TRAIN_SEED),0) --data-seed $(or $(DATA_SEED),0) $(if $(RERUN),--rerun) \
 		$(if $(WORKERS),--workers $(WORKERS))
 
 # chapters x training seeds on Dask (a LocalCluster, or $$CFLIB_SCHEDULER), merged

@@ -20,9 +20,10 @@ def _log_from_env() -> None:
     """``CFLIB_LOG=INFO`` (set by the chapter builder) sends cflib's log lines, with times,
     to stderr: the progress of a chapter run shows in the console."""
     import logging
-    import os
 
-    level = os.environ.get("CFLIB_LOG")
+    from cflib.env import log_level
+
+    level = log_level()
     if not level:
         return
     logger = logging.getLogger("cflib")

@@ -37,6 +37,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from cflib.env import folder
 from cflib.io import atomic_write
 from cflib.scopes import seeded
 
@@ -53,13 +54,11 @@ def cache_root() -> Path:
     ``~/.cache/cflib``.  An empty value is a ValueError, a file a PermissionError."""
     env = os.environ.get(CACHE_ENV)
     if env is not None:
-        if not env.strip():
-            raise ValueError(f"{CACHE_ENV} is set but empty; unset it or name a folder")
         p = Path(env).expanduser()
-        if p.exists() and not p.is_dir():
+        if env.strip() and p.exists() and not p.is_dir():
             raise PermissionError(f"{CACHE_ENV}={env!r} is a file, not a folder; set "
                                   f"{CACHE_ENV} to a writable folder")
-        return p
+        return Path(folder(CACHE_ENV))
     checkout = Path(__file__).resolve().parent.parent
     if (checkout / "pyproject.toml").exists():
         return checkout / "cache"

@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Iterable, TypeVar
 
+from cflib.env import flag
+
 T = TypeVar("T")
 _STATE: dict[str, bool | None] = {"on": None}
 
@@ -24,9 +26,9 @@ def set_progress(on: bool | None) -> None:
 def progress_enabled() -> bool:
     if _STATE["on"] is not None:
         return bool(_STATE["on"])
-    env = os.environ.get("CFLIB_PROGRESS")
+    env = flag("CFLIB_PROGRESS")
     if env is not None:
-        return env.strip().lower() not in ("", "0", "false", "no", "off")
+        return env
     return not (os.environ.get("CI") or "pytest" in sys.modules)
 
 

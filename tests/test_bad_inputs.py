@@ -174,9 +174,9 @@ def test_a_notebook_names_a_misspelt_parameter():
           "n_images": None, "methods": None, "results_name": "mnist_eval",
           "results_dir": "results", "n_image": 12, "In": [], "get_ipython": print}
     with pytest.raises(ValueError, match="unknown parameter.*n_image"):
-        chapters.parameters("mnist_eval.py", ns)
+        chapters.parameters("c3lt_table.py", ns)
     del ns["n_image"]
-    assert chapters.parameters("mnist_eval.py", ns).profile == "smoke"
+    assert chapters.parameters("c3lt_table.py", ns).profile == "smoke"
 
 
 # -- data files ----------------------------------------------------------------------------------
@@ -341,3 +341,125 @@ def test_a_failed_chapter_run_replaces_nothing(tmp_path):
     assert (res / "cross_dataset.csv").read_bytes() == before["results"]
     assert sorted(p.name for p in res.iterdir()) == ["cross_dataset.csv"]
     assert readme.read_bytes() == readme_before
+
+
+# -- the remaining reproductions of the hostile probe ------------------------------------------
+def test_a_string_target_is_named_before_compute(tiny_classifier, q, monkeypatch):
+    monkeypatch.setattr(AdvAttack, "_generate", lambda *a, **k: pytest.fail("computed"))
+    with pytest.raises(ValueError, match="got str '9'"):
+        adv(tiny_classifier).explain(q, "9")
+
+
+def test_a_sigmoid_model_is_refused_with_the_fix(tiny_classifier, q):
+    with pytest.raises(ValueError, match="one-vs-rest probabilities.*drop the final sigmoid"):
+        adv(nn.Sequential(tiny_classifier, nn.Sigmoid())).explain(q, 1)
+
+
+class _LogitsAndFeatures(nn.Module):
+    """A classifier as users write them: ``(logits, features)``."""
+
+    def __init__(self, clf):
+        super().__init__()
+        self.clf = clf
+
+    def forward(self, x):
+        return self.clf(x), x.flatten(1)
+
+
+def test_a_tuple_output_model_is_explained_on_its_logits(tiny_classifier, q):
+    plain = AdvAttack(tiny_classifier, steps=3).explain(q, 1, seed=0)
+    wrapped = AdvAttack(_LogitsAndFeatures(tiny_classifier), steps=3).explain(q, 1, seed=0)
+    assert torch.equal(plain.x_cf, wrapped.x_cf) and torch.equal(plain.success, wrapped.success)
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda c: AdvAttack(c, eps=float("nan")), "eps must be a finite number, got nan"),
+    (lambda c: AdvAttack(c, alpha=float("inf")), "alpha must be a finite number"),
+    (lambda c: AdvAttack(c, steps=2.5), "steps must be int, got float 2.5"),
+    (lambda c: CEM(c, max_iterations="10"), "max_iterations must be int"),
+    (lambda c: PSCE(c, outer_iters=True), "outer_iters must be int"),
+])
+def test_non_finite_and_mistyped_config_values_are_refused(build, match, tiny_classifier):
+    with pytest.raises((ValueError, TypeError), match=match):
+        build(tiny_classifier)
+
+
+def test_a_float64_model_runs_in_its_own_dtype(tiny_classifier, q):
+    import copy
+
+    m64 = copy.deepcopy(tiny_classifier).double()
+    cf = AdvAttack(m64, steps=2).explain(q, 1)
+    assert cf.x_cf.dtype == torch.float64 and torch.isfinite(cf.x_cf).all()
+    assert next(tiny_classifier.parameters()).dtype == torch.float32   # the caller's untouched
+
+
+def test_class_subset_refuses_a_negative_count():
+    from cflib.bench.data import class_subset
+
+    x, y = torch.zeros(6, 1, 28, 28), torch.tensor([4, 4, 4, 1, 1, 4])
+    with pytest.raises(ValueError, match="n must be an int >= 1.*got -5"):
+        class_subset(x, y, 4, n=-5)
+    assert len(class_subset(x, y, 4, n=2)[0]) == 2
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "9999", "1.5", "-1"])
+def test_a_bad_thread_count_is_refused_before_any_work(value, monkeypatch):
+    from cflib import env
+
+    monkeypatch.setenv("CFLIB_THREADS", value)
+    with pytest.raises(ValueError, match=f"CFLIB_THREADS='{value}' is not valid"):
+        env.check_all()
+
+
+def test_a_file_without_a_checksum_is_retrained_not_re_signed(tmp_cache):
+    from cflib.cache import cache_path, cached
+
+    calls = []
+    cached("toy", {"seed": 0}, _net, _train_once(calls))
+    path = cache_path("toy", {"seed": 0})
+    payload = torch.load(path, weights_only=True)
+    del payload["sha256"]
+    payload["state_dict"] = {k: torch.zeros_like(v) for k, v in payload["state_dict"].items()}
+    torch.save(payload, path)
+    m, _ = cached("toy", {"seed": 0}, _net, _train_once(calls))
+    assert len(calls) == 2 and m.weight.abs().sum() > 0
+    assert "sha256" in torch.load(path, weights_only=True)      # written anew, signed
+
+
+def test_a_failed_cache_write_keeps_the_trained_network(tmp_cache, monkeypatch, caplog):
+    import logging
+
+    from cflib import cache
+
+    def full_disk(obj, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache, "atomic_save", full_disk)
+    calls = []
+    with caplog.at_level(logging.WARNING, logger="cflib"):
+        m, info = cache.cached("toy", {"seed": 0}, _net, _train_once(calls))
+    assert len(calls) == 1 and m.weight.abs().sum() > 0
+    assert "No space left on device" in caplog.text and "kept in memory" in caplog.text
+    assert not cache.cache_path("toy", {"seed": 0}).exists()
+
+
+def test_a_malformed_checksum_line_names_the_file(tmp_path):
+    from cflib.bench.data import checksums
+
+    (tmp_path / "SHA256SUMS").write_text(f"{'a' * 64}  MNIST/raw/a\nnot-a-checksum-line\n")
+    with pytest.raises(ValueError, match=r"SHA256SUMS.*line 2"):
+        checksums(tmp_path)
+
+
+def test_a_book_run_gives_each_chapter_only_the_parameters_it_declares():
+    """`cflib book --profile smoke` hands every chapter the run's profile, seeds and device;
+    a chapter that draws nothing (cross_dataset) declares no seed and must not get one."""
+    from cflib.book.chapters import CHAPTERS, check, run_params
+
+    run = {"profile": "smoke", "train_seed": 1, "data_seed": 2, "device": "cpu"}
+    for name in CHAPTERS:
+        params = check(name, run_params(name, run))
+        assert params["profile"] == "smoke"
+    assert "train_seed" not in run_params("cross_dataset", run)
+    with pytest.raises(ValueError, match="unknown parameter"):
+        check("cross_dataset", run)

@@ -184,13 +184,22 @@ TABLE_ROWS = {
 _PAGE_CHECKS = """
 const out = {};
 out.images = Array.from(document.images).map(i => [i.src.slice(-60), i.complete && i.naturalWidth > 0]);
+// output figures drawn wider than they are shown: their text shrinks below the body's
+out.shrunk = Array.from(document.querySelectorAll('div.cell_output img')).filter(
+  i => i.naturalWidth > 0 && i.getBoundingClientRect().width > 0
+       && i.naturalWidth > 1.25 * i.getBoundingClientRect().width).map(
+  i => [i.naturalWidth, Math.round(i.getBoundingClientRect().width)]);
 out.links = Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'));
 out.stderr = document.querySelectorAll('.output.stderr, .stderr').length;
 out.shown_code = document.querySelectorAll('div.cell:not(.tag_hide-input) div.cell_input').length;
 out.text = document.body.innerText;
 const main = document.querySelector('main, article, .bd-article') || document.body;
+const article = document.querySelector('article, .bd-article') || main;
 const right = main.getBoundingClientRect().right;
-out.cut_tables = Array.from(document.querySelectorAll('div.cell_output table')).filter(t => {
+const column = article.getBoundingClientRect().width;
+const visible = t => t.getBoundingClientRect().width > 0 && t.offsetParent !== null;
+const tables = Array.from(document.querySelectorAll('div.cell_output table, article table')).filter(visible);
+out.cut_tables = tables.filter(t => {
   let el = t.parentElement, scrolls = false;
   while (el && el !== document.body) {
     const s = getComputedStyle(el);
@@ -199,9 +208,28 @@ out.cut_tables = Array.from(document.querySelectorAll('div.cell_output table')).
   }
   return !scrolls && t.getBoundingClientRect().right > right + 2;
 }).length;
-out.tables = Array.from(document.querySelectorAll('table')).map(t => t.innerText);
+out.wide_tables = tables.filter(t => t.scrollWidth > column + 2).map(
+  t => [Math.round(t.scrollWidth), Math.round(column), t.innerText.slice(0, 40)]);
+// a DataFrame shown with its raw 0..N index
+out.raw_index = tables.filter(t => {
+  const heads = Array.from(t.querySelectorAll('tbody tr')).map(r => r.firstElementChild);
+  return heads.length > 1 && heads.every((h, k) => h && h.tagName === 'TH' && h.innerText.trim() === String(k));
+}).length;
+// a column whose every body cell is a dash or empty
+out.dash_columns = tables.filter(t => {
+  const rows = Array.from(t.querySelectorAll('tbody tr'));
+  if (rows.length < 2) return false;
+  const n = Math.max(...rows.map(r => r.children.length));
+  for (let c = 1; c < n; c++) {
+    if (rows.every(r => { const x = r.children[c]; return !x || ['–', '-', ''].includes(x.innerText.trim()); })) return true;
+  }
+  return false;
+}).length;
+out.tables = tables.map(t => t.innerText);
 return out;
 """
+#: texts no page may show: template leaks
+LEAKS = ("rows written", "see the README", "<this chapter>", "{{", "}}", "<!-- discussion")
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +269,11 @@ def site(html):
 
 
 def test_every_page_in_a_real_browser(html, site, browser):
+    """Every page at 1400 px and at 400 px: no console error, every image decoded and shown
+    at (nearly) its own size at 1400 px, every internal link resolved and every external
+    one well-formed, no stderr, no uncollapsed code, no table cut off, and at 1400 px no
+    table wider than the text column, no raw DataFrame index, no all-dash column, no
+    template leak; screenshots of both widths are kept under ``_build/screenshots/``."""
     from urllib.parse import urljoin, urlparse
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -249,46 +282,70 @@ def test_every_page_in_a_real_browser(html, site, browser):
                    and p.relative_to(html).parts[0] != "_static")     # theme templates
     assert "index.html" in pages and len(pages) >= len(CHAPTERS) + 1
     problems = []
-    for page in pages:
-        url = f"{site}/{page}"
-        browser.get(url)
-        res = browser.execute_script(_PAGE_CHECKS)
-        errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
-        if errors:
-            problems.append(f"{page}: console errors {errors[:3]}")
-        broken = [src for src, ok in res["images"] if not ok]
-        if broken:
-            problems.append(f"{page}: images not decoded {broken[:3]}")
-        here = browser.current_url                  # index.html redirects to the intro
-        for href in res["links"]:
-            target = urlparse(urljoin(here, href))
-            if target.scheme in ("http", "https") and target.netloc != urlparse(site).netloc:
-                continue
-            if target.scheme not in ("http", "https"):
-                continue
-            path = html / target.path.lstrip("/")
-            if target.path.endswith("/"):
-                path = path / "index.html"
-            if not path.exists():
-                problems.append(f"{page}: broken internal link {href}")
-        if res["stderr"]:
-            problems.append(f"{page}: {res['stderr']} stderr block(s) shown")
-        if res["shown_code"]:
-            problems.append(f"{page}: {res['shown_code']} code cell(s) not collapsed")
-        if res["cut_tables"]:
-            problems.append(f"{page}: {res['cut_tables']} table(s) cut off at the right edge")
-        hit = MACHINE_PATH.search(res["text"])
-        if hit:
-            problems.append(f"{page}: machine path {hit.group(0)!r} in the text")
-        chapter = Path(page).stem
-        if chapter in TABLE_ROWS:
-            tables = "\n".join(res["tables"])
-            missing = [r for r in TABLE_ROWS[chapter] if r not in tables]
-            if missing:
-                problems.append(f"{page}: results table lacks rows {missing}")
-        height = browser.execute_script("return document.body.scrollHeight")
-        browser.set_window_size(1366, min(max(int(height), 800), 16000))
-        browser.save_screenshot(str(SCREENSHOTS / (page.replace("/", "_")[:-5] + ".png")))
-        browser.set_window_size(1366, 1000)
+    for width in (1400, 400):
+        browser.set_window_size(width, 1000)
+        for page in pages:
+            url = f"{site}/{page}"
+            browser.get(url)
+            res = browser.execute_script(_PAGE_CHECKS)
+            errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+            tag = f"{page} @{width}px"
+            if errors:
+                problems.append(f"{tag}: console errors {errors[:3]}")
+            broken = [src for src, ok in res["images"] if not ok]
+            if broken:
+                problems.append(f"{tag}: images not decoded {broken[:3]}")
+            if res["cut_tables"]:
+                problems.append(f"{tag}: {res['cut_tables']} table(s) cut off at the right edge")
+            if width == 1400:
+                here = browser.current_url                  # index.html redirects to the intro
+                for href in res["links"]:
+                    target = urlparse(urljoin(here, href))
+                    if target.scheme in ("http", "https") and target.netloc != urlparse(site).netloc:
+                        if not re.fullmatch(r"[A-Za-z0-9.-]+\.[A-Za-z]{2,}", target.netloc):
+                            problems.append(f"{tag}: malformed external link {href}")
+                        continue
+                    if target.scheme in ("mailto", "javascript"):
+                        continue
+                    if target.scheme not in ("http", "https"):
+                        problems.append(f"{tag}: malformed link {href}")
+                        continue
+                    path = html / target.path.lstrip("/")
+                    if target.path.endswith("/"):
+                        path = path / "index.html"
+                    if not path.exists():
+                        problems.append(f"{tag}: broken internal link {href}")
+                if res["stderr"]:
+                    problems.append(f"{tag}: {res['stderr']} stderr block(s) shown")
+                if res["shown_code"]:
+                    problems.append(f"{tag}: {res['shown_code']} code cell(s) not collapsed")
+                if res["wide_tables"]:
+                    problems.append(f"{tag}: table(s) wider than the column {res['wide_tables'][:3]}")
+                if res["raw_index"]:
+                    problems.append(f"{tag}: {res['raw_index']} table(s) with a raw 0..N index")
+                if res["dash_columns"]:
+                    problems.append(f"{tag}: {res['dash_columns']} table(s) with an all-dash column")
+                if res["shrunk"]:
+                    problems.append(f"{tag}: figure(s) drawn wider than shown, text too small "
+                                    f"(natural, shown px) {res['shrunk'][:3]}")
+                hit = MACHINE_PATH.search(res["text"])
+                if hit:
+                    problems.append(f"{tag}: machine path {hit.group(0)!r} in the text")
+                leaks = [w for w in LEAKS if w in res["text"]]
+                chapter = Path(page).stem
+                if "mnist_eval" in res["text"] and chapter not in ("mnist_eval", "results"):
+                    leaks.append("mnist_eval")
+                if leaks:
+                    problems.append(f"{tag}: template leak(s) {leaks}")
+                if chapter in TABLE_ROWS:
+                    tables = "\n".join(res["tables"])
+                    missing = [r for r in TABLE_ROWS[chapter] if r not in tables]
+                    if missing:
+                        problems.append(f"{tag}: results table lacks rows {missing}")
+            height = browser.execute_script("return document.body.scrollHeight")
+            browser.set_window_size(width, min(max(int(height), 800), 16000))
+            name = page.replace("/", "_")[:-5]
+            browser.save_screenshot(str(SCREENSHOTS / f"{name}-{width}.png"))
+            browser.set_window_size(width, 1000)
     assert not problems, "\n".join(problems)
-    assert len(list(SCREENSHOTS.glob("*.png"))) >= len(pages)
+    assert len(list(SCREENSHOTS.glob("*.png"))) >= 2 * len(pages)

@@ -14,7 +14,7 @@ from cflib.models import ConvAutoencoder, LatentAutoencoder
 from cflib.models.dcgan import DCGAN, EncoderDCGAN
 
 #: methods whose paper ties them to the 28x28 DCGAN (C3LT's generator)
-TIED_TO_28 = {"C3LT", "C3LT (reconstruction)"}
+TIED_TO_28 = {"C3LT", "C3LT (reconstruction)", "C3LT (inverted)"}
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,9 @@ def _state(model: nn.Module):
 
 def test_the_catalog_holds_every_method_of_the_tables():
     assert list(CATALOG) == list(EXPLAINERS) == ["Original Data", "Query (unchanged)", "Adv. Attack", "CEM",
-                             "CEM (targeted)", "CVE", "CVE (receptive field)", "ExpGAN",
-                             "C3LT", "C3LT (reconstruction)",
+                             "CEM (targeted)", "CEM (paper budget)", "CVE",
+                             "CVE (receptive field)", "ExpGAN", "C3LT", "C3LT (reconstruction)",
+                             "C3LT (inverted)",
                              "Wachter", "BayesCF", "ROAR", "Schut", "PSCE", "Latent PGD"]
     assert all(issubclass(cls, Explainer) and cls.name == name
                for name, cls in EXPLAINERS.items())

@@ -164,3 +164,24 @@ def test_the_librarys_choices_are_the_committed_winners():
 
     for dataset, (q, t) in tuning.VALIDATION_PAIRS.items():
         assert (q, t) not in CF_PAIRS[dataset]
+
+
+def test_the_standard_c3lt_schedule_is_a_candidate_of_the_committed_ablation():
+    """C3LT's standard sizes are one row of the budget ablation (results/tuning/c3lt.csv),
+    and no other budget candidate of that ablation bought more than 0.02 of proximity
+    on either validation pair (else the chapter would have to use it or say why not)."""
+    from cflib.bench import tuning
+    from cflib.bench.profiles import get_profile
+    from cflib.bench.results import read_table
+
+    c3 = get_profile("standard").c3lt
+    chosen = [name for name, over in tuning.C3LT_CANDIDATES.items()
+              if "config" not in over and all(getattr(c3, k) == v for k, v in over.items())]
+    assert len(chosen) == 1, chosen
+    ev = read_table(tuning.TUNING_DIR / "c3lt.csv")
+    prox = ev[ev["metric"] == "Proximity"].set_index(["dataset", "candidate"])["value"]
+    for dataset in tuning.VALIDATION_PAIRS:
+        ours = prox[(dataset, chosen[0])]
+        budget = [n for n, o in tuning.C3LT_CANDIDATES.items() if "config" not in o]
+        best = min(prox[(dataset, n)] for n in budget)
+        assert ours - best <= 0.02, (dataset, ours, best)

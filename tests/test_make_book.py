@@ -85,3 +85,28 @@ def test_a_changed_chapter_is_the_only_one_re_executed(committed_chapters_fresh,
     nb = nbformat.read(fresh_clone / "book" / "chapters" / "cross_dataset.ipynb", as_version=4)
     assert any("an edited chapter" in "".join(o.get("text", "")) for c in nb.cells
                if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+def test_the_readmes_papermill_example_leaves_the_clone_clean(fresh_clone, tmp_path):
+    """The README's papermill line, run by hand on the committed chapter, writes under
+    ``_build/`` only: ``git status`` stays clean."""
+    import re
+    import shlex
+
+    line = next(x for x in (fresh_clone / "README.md").read_text().splitlines()
+                if x.startswith("papermill "))
+    cmd = shlex.split(re.sub(r"\s+#.*$", "", line))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run(["git", "init", "-q"], cwd=fresh_clone, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=fresh_clone, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "clone"], cwd=fresh_clone, check=True)
+    env = {**os.environ, "PYTHONPATH": str(fresh_clone), "CFLIB_CACHE": str(tmp_path / "cache"),
+           "CFLIB_PROGRESS": "0"}
+    papermill = Path(sys.executable).parent / "papermill"
+    proc = subprocess.run([str(papermill), *cmd[1:], "-k", "python3"], cwd=fresh_clone,
+                          env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=fresh_clone,
+                            capture_output=True, text=True, check=True).stdout
+    assert status == "", status
+    assert (fresh_clone / cmd[2]).exists()

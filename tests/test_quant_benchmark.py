@@ -12,6 +12,7 @@ from cflib.bench.results import COLUMNS, read_results, write_run
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables.quant import (
     QUANT_ROWS,
+    RETRAIN,
     run_quant,
     run_quant_table,
     shape_checks,
@@ -24,8 +25,9 @@ pytestmark = pytest.mark.data
 #: the smoke sizes; Accuracy on 1,000 test images and a sweep of the table's widths only
 #: (4 and 8 bits are PTQ INT4 and INT8: nothing more is trained)
 SMALL = dict(test_subset=1000, sweep_bits=(4, 8))
-MAIN = ["Accuracy", "VD", "CRG", "DirSim", "Overhead", "VD_ci95", "CRG_ci95", "DirSim_ci95"]
-TIMING = {"Overhead", "Train_seconds", "Compress_seconds"}
+MAIN = ["Accuracy", "VD", "CRG", "DirSim", "Overhead", "VD_low", "VD_high", "CRG_ci95",
+        "DirSim_ci95", "FA_recon", "FA_recon_low", "FA_recon_high", "Accuracy_class_0"]
+TIMING = {"Overhead", "Overhead_vs_MixedPrec", "Train_seconds", "Compress_seconds"}
 
 
 def small(**kw):
@@ -49,30 +51,40 @@ def test_the_table_sweep_and_bits_are_written_and_reproducible(tmp_cache, tmp_pa
     assert list(dict.fromkeys(main["method"])) == QUANT_ROWS
     fp = main[main["method"] == "FP32"].set_index("metric")["value"]
     assert set(fp.index) == {"Accuracy", "FP_Feasible", "Median_delta", "Train_seconds",
-                             "N_queries", "N_fp_feasible", "N_already_target"}
+                             "N_queries", "N_fp_feasible", "N_already_target", "FA_recon",
+                             "FA_recon_low", "FA_recon_high",
+                             *(f"Accuracy_class_{k}" for k in range(10))}
     assert fp["FP_Feasible"] > 0 and 0 < fp["Accuracy"] <= 1
-    for m in RECIPES:
+    for m in [RETRAIN, *RECIPES]:
         v = main[main["method"] == m].set_index("metric")["value"]
         assert all(math.isfinite(v[k]) for k in MAIN), (m, v[MAIN].to_dict())
         assert 0 <= v["VD"] <= 1 and -1 <= v["DirSim"] <= 1 and 0 < v["Accuracy"] <= 1
+        assert v["VD_low"] <= v["VD"] <= v["VD_high"]
+        assert v["FA_recon_low"] <= v["FA_recon"] <= v["FA_recon_high"]
+        # the rejected share of the FP-infeasible queries is a rate over their count
+        if v["N_fp_infeasible"] > 0:
+            assert 0 <= v["FA_infeasible"] <= 1
     ov = main[main["metric"] == "Overhead"].set_index("method")["value"]
     assert ov["PTQ INT8"] == pytest.approx(1.0)
     sp = main[(main["method"] == "Prune+Quant") & (main["metric"] == "Sparsity")]["value"].item()
     assert sp >= 0.2999
-    assert set(df["variant"]) == {"", "repo_init", "raw_latent", "own_fp_reference"}
+    assert set(df["variant"]) == {"", "repo_init", "raw_latent", "own_fp_reference", "code_bits"}
 
     sweep = pd.read_csv(paths[1])
     assert list(sweep.columns) == ["bits", "metric", "value", "train_seed", "profile"]
-    assert set(sweep["bits"]) == {4, 8} and set(sweep["metric"]) == {"Accuracy", "VD",
-                                                                     "Transfer_Margin"}
+    assert set(sweep["bits"]) == {4, 8} and set(sweep["metric"]) == {
+        "Accuracy", "VD", "Transfer_Margin", "FA_recon"}
     bits = pd.read_csv(paths[2])
     assert list(bits.columns) == ["method", "quantizer", "bits", "train_seed", "profile"]
-    assert len(bits) == 7 * 7 and set(bits["bits"]) <= {2, 3, 4, 8}
+    # seven recipes and the code's-bits check of MixedPrec-QAT and CFQ-QAT, 7 quantizers each
+    assert len(bits) == 9 * 7 and set(bits["bits"]) <= {2, 3, 4, 8}
     assert set(bits[bits["method"] == "PTQ INT8"]["bits"]) == {8}
+    assert RETRAIN not in set(bits["method"])
 
     checks = shape_checks(run)
     paired = checks[checks["expectation"].str.contains("on the same queries")]
-    assert len(paired) == 4 and paired["holds"].isin([True, False]).all()
+    assert len(paired) == 6 and paired["holds"].isin([True, False]).all()
+    assert not (checks["holds"] & ~checks["matched"]).any()   # unmatched never holds
     assert set(checks["verdict"]) <= {"holds", "fails", "not tested"}
     assert (paired["ci_low"] <= paired["difference"]).all()
     assert not summarise(run.results).empty and not run.checks.empty
@@ -136,3 +148,4 @@ def test_zoo_quantized_checks_the_method_before_training(tmp_cache):
     with pytest.raises(ValueError, match="unknown compression recipe 'PTQ INT2'"):
         zoo.quantized("PTQ INT2", "fmnist", small())
     assert _no_cache_written(tmp_cache)
+

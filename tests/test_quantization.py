@@ -22,6 +22,7 @@ from cflib.quantization.fake import (
 from cflib.quantization.recipes import (
     Pool,
     TeacherPoints,
+    build_quant_model,
     calibrate_ptq,
     cf_calibration_set,
     compress,
@@ -302,7 +303,11 @@ def test_the_registry_holds_exactly_the_seven_listed_rows():
     smoke = get_profile("smoke")
     cfg = recipe_config("CFQ-QAT", smoke)
     assert cfg == replace(RECIPES["CFQ-QAT"], epochs=smoke.quant.qat_epochs,
-                          student_epochs=smoke.quant.clf_epochs)
+                          student_epochs=smoke.quant.clf_epochs,
+                          target_avg_bits=smoke.quant.bit_budget,
+                          policy_lr=smoke.quant.policy_lr, bit_lambda=smoke.quant.bit_lambda)
+    # the library's recipe is the public code's: budget 4, the policy at AdamW's lr
+    assert RECIPES["CFQ-QAT"].target_avg_bits == 4.0 and RECIPES["CFQ-QAT"].policy_lr is None
     assert recipe_config("PTQ INT4", smoke).epochs == smoke.quant.calib_epochs
     with pytest.raises(ValueError, match=r"unknown compression recipe 'PTQ INT2'.*'PTQ INT8'"):
         recipe_config("PTQ INT2", smoke)
@@ -372,3 +377,21 @@ def test_the_quantized_cache_key_follows_the_fp_model_the_ae_and_the_config(
     assert key(fp=fp2) != base and key(ae=ae2) != base
     assert key(config=replace(RECIPES["PTQ INT8"], init="repo")) != base
     assert key("CFQ-QAT") != key("MixedPrec-QAT")
+
+
+def test_a_policy_learning_rate_lets_the_allocation_leave_its_initial_bit():
+    """With the code's lr (1e-3) and a few steps the bit logits barely move; with their own
+    learning rate and a budget below 4 bits the penalty pushes some quantizers down."""
+    torch.manual_seed(0)
+    x, y = torch.rand(256, 1, 28, 28) * 2 - 1, torch.randint(0, 10, (256,))
+    bits = {}
+    for plr in (None, 0.5):
+        q = build_quant_model(QATConfig())
+        cfg = QATConfig(epochs=2, batch_size=32, target_avg_bits=2.5, bit_lambda=1.0,
+                        policy_lr=plr)
+        train_qat(q, x, y, cfg)
+        bits[plr] = q.bit_allocation()
+    assert set(bits[None].values()) == {4}
+    assert min(bits[0.5].values()) < 4
+    with pytest.raises(ValueError, match="policy_lr must be > 0"):
+        QATConfig(policy_lr=0.0)

@@ -13,11 +13,13 @@ from cflib.metrics.recourse import (
     dirsim,
     overhead,
     paired_bootstrap,
+    rate,
     relative_cost_gap,
     target_margin,
     transfer_margin,
     vd,
     vd_events,
+    wilson,
 )
 
 T, F = True, False
@@ -119,8 +121,70 @@ def test_paired_difference_has_the_right_sign():
 
 
 def test_overhead_against_ptq_int8_with_fake_timings():
-    secs = {"PTQ INT8": 2.0, "PTQ INT4": 2.0, "CFQ-QAT": 30.0}
-    out = overhead(secs, fp_seconds=18.0)
-    assert out == pytest.approx({"PTQ INT8": 1.0, "PTQ INT4": 1.0, "CFQ-QAT": 2.4})
+    secs = {"PTQ INT8": 2.0, "PTQ INT4": 2.0, "CFQ-QAT": 30.0, "MixedPrec-QAT": 20.0}
+    assert overhead(secs) == pytest.approx({"PTQ INT8": 1.0, "PTQ INT4": 1.0, "CFQ-QAT": 15.0,
+                                            "MixedPrec-QAT": 10.0})
+    # the public code's reading: over MixedPrec-QAT
+    assert overhead(secs, "MixedPrec-QAT")["CFQ-QAT"] == pytest.approx(1.5)
     with pytest.raises(ValueError, match="baseline 'PTQ INT8'"):
-        overhead({"CFQ-QAT": 30.0}, 18.0)
+        overhead({"CFQ-QAT": 30.0})
+    with pytest.raises(ValueError, match="must be > 0"):
+        overhead({"PTQ INT8": 0.0, "CFQ-QAT": 30.0})
+
+
+def test_wilson_interval_is_not_degenerate_at_zero_events():
+    # a bootstrap of 187 zeros is [0, 0]; the binomial interval is not
+    lo, hi = wilson(0, 187)
+    assert lo == 0.0 and hi == pytest.approx(0.0201, abs=5e-4)
+    lo, hi = wilson(50, 100)
+    assert lo == pytest.approx(0.4038, abs=1e-3) and hi == pytest.approx(0.5962, abs=1e-3)
+    assert all(math.isnan(v) for v in wilson(0, 0))
+    r, lo, hi, n = rate(torch.tensor([1.0, 0.0, float("nan"), 1.0]))
+    assert (r, n) == (pytest.approx(2 / 3), 3) and lo < r < hi
+
+
+class _AcceptsEverything(torch.nn.Module):
+    """A classifier that puts every image in class ``target``."""
+
+    def __init__(self, target=0):
+        super().__init__()
+        self.target = target
+        self.w = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, x):
+        out = torch.zeros(len(x), 10) + self.w
+        out[:, self.target] = 5.0
+        return out
+
+
+def test_a_model_that_accepts_every_reconstruction_is_caught():
+    """VD cannot see over-acceptance (every FP recourse is accepted: VD 0); the false
+    acceptance on reconstructions is near 1 and the check against FP32 fails."""
+    from cflib.bench.runner import shape_checks as table_checks
+    from cflib.bench.tables.quant import FA_RECON, VD, QuantContext, decisions
+    from cflib.explainers import Counterfactuals
+
+    g = torch.Generator().manual_seed(0)
+    recon = torch.rand(200, 1, 28, 28, generator=g)
+    n = 20
+    x = torch.rand(n, 1, 28, 28, generator=g)
+    fp_cf = Counterfactuals(x=x, x_cf=x.clone(), target=torch.zeros(n, dtype=torch.long),
+                            pred=torch.ones(n, dtype=torch.long),
+                            pred_cf=torch.zeros(n, dtype=torch.long),
+                            success=torch.ones(n, dtype=torch.bool), seconds=0.0,
+                            method="Latent PGD")
+    greedy = _AcceptsEverything(target=0)
+    ctx = QuantContext(fp_cf, None, greedy(fp_cf.x_cf), 0, {},
+                       fa_pred=decisions(greedy, recon))
+    assert VD(ctx) == 0.0                    # VD rewards it
+    assert FA_RECON(ctx) == pytest.approx(1.0)
+    import pandas as pd
+
+    means = pd.DataFrame([{"method": "FP32", "metric": "FA_recon", "value": 0.07},
+                          {"method": "CFQ-QAT", "metric": "FA_recon", "value": FA_RECON(ctx)}])
+    checks = table_checks(means, "quant")
+    row = checks[checks["metric"] == "FA_recon"]
+    assert len(row) == 1 and row["verdict"].item() == "fails"
+    # the same check holds for a model that accepts no more than FP32
+    means.loc[1, "value"] = 0.08
+    assert table_checks(means, "quant")["verdict"].tolist() == ["holds"]

@@ -140,21 +140,27 @@ def test_markdown_ours_paper():
 def test_update_readme_rewrites_only_the_summary_block_and_the_results_page(tmp_path):
     res = tmp_path / "results"
     res.mkdir()
-    bayes_rows().to_csv(res / "mnist_bayesian.csv", index=False)
+    bayes_rows().assign(profile="standard").to_csv(res / "mnist_bayesian.csv", index=False)
     readme, page = tmp_path / "README.md", tmp_path / "results.md"
     readme.write_text("intro\n<!-- summary:start -->\nold\n<!-- summary:end -->\nafter\n")
     with pytest.raises(FileNotFoundError, match="mnist_eval.csv"):
         report.update_readme(readme, res, page=page)   # every chapter's results are needed
     assert "old" in readme.read_text() and not page.exists()
     acc = {"dataset": "mnist", "method": "Classifier", "metric": "Accuracy", "value": 0.99,
-           "train_seed": 0, "data_seed": 0, "profile": "smoke"}
+           "train_seed": 0, "data_seed": 0, "profile": "standard"}
     for name, dataset in (("mnist_eval", "mnist"), ("fashion_mnist_test", "fmnist")):
-        df = with_pair_means(rows({("4->9", "C3LT", "IM1"): 1.5, ("4->9", "CEM", "IM1"): 2.5}))
-        df = tidy(pd.concat([tidy([acc]), df])).assign(dataset=dataset)
+        df = with_pair_means(rows({(p, m, "IM1"): v for p in ("4->9", "3->8", "5->6")
+                                   for m, v in (("C3LT", 1.5), ("CEM", 2.5))}))
+        df = tidy(pd.concat([tidy([acc]), df])).assign(dataset=dataset, profile="standard")
         df.to_csv(res / f"{name}.csv", index=False)
     with pytest.raises(FileNotFoundError, match="fashion_mnist_quant.csv"):
         report.update_readme(readme, res, page=page)
-    quant_rows(0.9, 0.1).to_csv(res / "fashion_mnist_quant.csv", index=False)
+    quant = quant_rows(0.9, 0.1)
+    quant.to_csv(res / "fashion_mnist_quant.csv", index=False)       # a smoke run: refused
+    with pytest.raises(ValueError, match="not the book's run"):
+        report.update_readme(readme, res, page=page)
+    assert "old" in readme.read_text()
+    quant.assign(profile="standard").to_csv(res / "fashion_mnist_quant.csv", index=False)
     report.update_readme(readme, res, page=page)
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("after\n") and "old" not in text
@@ -170,7 +176,10 @@ def test_update_readme_rewrites_only_the_summary_block_and_the_results_page(tmp_
 def quant_rows(acc, vd):
     base = {"dataset": "fmnist", "train_seed": 0, "data_seed": 0, "profile": "smoke"}
     vals = {("FP32", "Accuracy"): 0.91, ("FP32", "FP_Feasible"): 0.8,
-            ("PTQ INT8", "Accuracy"): acc, ("PTQ INT8", "VD"): vd, ("PTQ INT8", "VD_ci95"): 0.05,
+            ("PTQ INT8", "Accuracy"): acc, ("PTQ INT8", "VD"): vd, ("PTQ INT8", "VD_low"): 0.05,
+            ("PTQ INT8", "VD_high"): 0.2, ("PTQ INT8", "FA_recon"): 0.07,
+            ("PTQ INT8", "FA_recon_low"): 0.06, ("PTQ INT8", "FA_recon_high"): 0.08,
+            ("PTQ INT8", "Avg_weight_bits"): 8.0, ("PTQ INT8", "Avg_act_bits"): 8.0,
             ("PTQ INT8", "CRG"): 0.01, ("PTQ INT8", "CRG_ci95"): 0.02,
             ("PTQ INT8", "DirSim"): 0.99, ("PTQ INT8", "DirSim_ci95"): 0.01,
             ("PTQ INT8", "Overhead"): 1.0, ("PTQ INT8", "Bit_cost"): 8.0,
@@ -188,9 +197,11 @@ def test_quant_table_puts_the_listing_beside_ours():
         100 * reported_value("quant", "fmnist", "PTQ INT8", "Accuracy"))
     assert t.loc["PTQ INT8", ("Overhead ×", "paper")] == reported_value(
         "quant", "fmnist", "PTQ INT8", "Overhead")
-    assert t.loc["PTQ INT8", ("VD", "±")] == pytest.approx(0.05)     # one seed: the CI
+    assert t.loc["PTQ INT8", ("VD", "low")] == pytest.approx(0.05)   # the Wilson interval
+    assert t.loc["PTQ INT8", ("CRG", "±")] == pytest.approx(0.02)     # one seed: the CI
     md = report.markdown_quant(t)
-    assert "| PTQ INT8 | 90 / " in md and "0.1 ± 0.05" in md
+    assert "| PTQ INT8 | 90 / " in md and "0.1 [0.05, 0.2]" in md and "0.01 ± 0.02" in md
+    assert "| 8 / 8 |" in md
     # all 14 figures of the listing reach the table
     paper = load_reported("quant", "fmnist")
     assert len(paper) == 14 and set(paper["metric"]) == {"Accuracy_pct", "Overhead_x"}
@@ -233,3 +244,52 @@ def test_committed_notebooks_carry_no_scratch_or_machine_paths():
     text = nbformat.writes(nb)
     assert "_build/tmp" not in text and "/home/me" not in text
     assert 'results_dir = "results"' in nb.cells[0].source
+
+
+# -- the discussions: every number generated from the results --------------------------------
+def _discussion_chapters():
+    from cflib.book.report.discussion import DISCUSSIONS, template_path
+
+    return [c for c in DISCUSSIONS if template_path(c).exists()]
+
+
+@pytest.mark.parametrize("chapter", _discussion_chapters())
+def test_no_number_is_typed_into_a_discussion(chapter):
+    """Outside the template's tags a discussion holds no decimal number: every value it
+    quotes is read from the results when the page is built."""
+    import re
+
+    from cflib.book.report.discussion import template_path
+
+    text = template_path(chapter).read_text()
+    prose = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", "", text, flags=re.S)
+    typed = re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", prose)
+    assert not typed, f"{chapter}: numbers typed into the prose: {typed[:10]}"
+
+
+@pytest.mark.parametrize("chapter", _discussion_chapters())
+def test_a_changed_result_changes_the_discussion(chapter, tmp_path):
+    """Render a chapter's discussion from a copy of the committed results, scale every
+    value by 1.37 in the copy, render again: the text changes, and a number of the new
+    results appears in it."""
+    import shutil
+
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.book.report.discussion import DISCUSSIONS, discussion_text
+
+    _, _, name, _ = DISCUSSIONS[chapter]
+    src = PROJECT_ROOT / "results"
+    if not (src / f"{name}.csv").exists():
+        pytest.skip(f"no committed results/{name}.csv")
+    res = tmp_path / "results"
+    shutil.copytree(src, res)
+    before = discussion_text(chapter, res)
+    assert before.strip()
+    for f in res.rglob(f"{name}*.csv"):
+        df = pd.read_csv(f)
+        if "value" in df.columns:
+            v = pd.to_numeric(df["value"], errors="coerce")
+            df["value"] = v * 1.37
+            df.to_csv(f, index=False)
+    after = discussion_text(chapter, res)
+    assert after != before

@@ -4,7 +4,7 @@ An explainer class (:mod:`cflib.explainers`) needs a classifier and a config; th
 also decides the sizes (a :class:`~cflib.bench.profiles.Profile`), the trained
 networks a method leans on (the book's DCGAN, encoder and autoencoders, from
 :mod:`cflib.bench.zoo`), the data a learned method fits on, the choices made on
-validation data (:mod:`cflib.bench.tuning`) and the seeds.  One call does all of it
+validation data (:mod:`cflib.bench.choices`) and the seeds.  One call does all of it
 for any method::
 
     from cflib.bench import catalog
@@ -21,13 +21,14 @@ does not need the dataset's images of those classes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
 from torch import nn
 
-from cflib.bench import tuning, zoo
+from cflib.bench import zoo
+from cflib.bench.choices import expgan_weights
 from cflib.bench.data import IMAGE_SHAPES, canonical_dataset, class_subset, load_split, parse_pair
 from cflib.bench.profiles import Profile, get_profile
 from cflib.bench.seeds import Seeds
@@ -40,7 +41,10 @@ from cflib.explainers import (
     AdvAttack,
     AdvAttackConfig,
     BayesCF,
+    C3LTConfig,
+    C3LTInverted,
     C3LTReconstruction,
+    CEMPaperBudget,
     CEMTargeted,
     CVEReceptiveField,
     ExpGAN,
@@ -69,6 +73,8 @@ DATA_KEYS = {
     "image_shape": "(C, H, W) of the classifier's inputs, to read its output width "
                    "(default: the dataset's, or the shape of the images given)",
     "cache": "True (default) to keep learned weights in the weight cache, False to train afresh",
+    "c3lt_config": "C3LT: config fields to change in its loss (e.g. {'cls_type': 'hinge'}), for "
+                   "an ablation",
 }
 
 
@@ -133,11 +139,16 @@ class Request:
         return ae
 
     def gan(self, method: str):
+        """C3LT's generator, discriminator and encoder: the pair's encoder when the
+        request has a pair (the public code has one per pair), else the all-class one."""
         G, D, E = (self.data.get(k) for k in ("generator", "discriminator", "encoder"))
         if G is None:
             (G, D), _ = zoo.dcgan(self.need_dataset(method), self.profile, self.seeds.train,
                                   device=self.device)
-        if E is None:
+        if E is None and self.pair is not None:
+            E, _ = zoo.c3lt_pair_encoder(self.need_dataset(method), self.pair, self.profile,
+                                         self.seeds.train, device=self.device)
+        elif E is None:
             E, _ = zoo.c3lt_encoder(self.need_dataset(method), self.profile, self.seeds.train,
                                     device=self.device)
         return G, D, E
@@ -192,9 +203,24 @@ def _expgan(r: Request) -> Explainer:
     s = r.seeds("expgan")
     n = r.sizes.c3lt_subset
     xq, xt = r.class_images("ExpGAN", q, n, s), r.class_images("ExpGAN", t, n, s)
-    weights = tuning.expgan_weights(r.dataset) if r.dataset else {}
+    weights = expgan_weights(r.dataset) if r.dataset else {}
     config = ExpGAN.Config(epochs=r.sizes.expgan_epochs, seed=s, **weights)
     return ExpGAN(r.classifier, config).fit(xq, xt, pair=(q, t), cache=r.cache())
+
+
+#: the public code halves the mappings' learning rate every 25 of its 201 epochs
+C3LT_DECAY_FRACTION = 25 / 201
+
+
+def c3lt_config(sizes, n_pairs: int, seed: int) -> C3LTConfig:
+    """C3LT's config at a profile's sizes: ``c3lt_epochs`` epochs of batches of
+    ``c3lt_batch`` over ``n_pairs`` image pairs; with ``c3lt_scaled_decay`` the learning
+    rate is halved every 25/201 of the updates (the paper's eight halvings, whatever the
+    number of epochs), else every 25 epochs as the paper."""
+    steps = sizes.c3lt_epochs * -(-n_pairs // sizes.c3lt_batch)
+    every = max(1, int(steps * C3LT_DECAY_FRACTION)) if sizes.c3lt_scaled_decay else None
+    return C3LTConfig(epochs=sizes.c3lt_epochs, batch_size=sizes.c3lt_batch,
+                      decay_every_steps=every, seed=seed)
 
 
 def _c3lt(r: Request) -> Explainer:
@@ -203,9 +229,23 @@ def _c3lt(r: Request) -> Explainer:
     n = r.sizes.c3lt_subset
     xq = r.class_images("C3LT", q, n, r.seeds("c3lt"))
     xt = r.class_images("C3LT", t, n, r.seeds("c3lt_target_draw"))
-    config = C3LT.Config(epochs=r.sizes.c3lt_epochs, seed=r.seeds("c3lt"))
+    config = c3lt_config(r.sizes, min(len(xq), len(xt)), r.seeds("c3lt"))
+    if r.data.get("c3lt_config"):     # a variant of the loss (the tuning's ablation)
+        config = replace(config, **r.data["c3lt_config"])
     return C3LT(r.classifier, config, generator=G, encoder=E, discriminator=D).fit(
         xq, xt, cache=r.cache(), query_class=q, target_class=t)
+
+
+def _c3lt_inverted(r: Request) -> Explainer:
+    return C3LTInverted.from_fitted(_c3lt(r), invert_steps=r.sizes.invert_steps)
+
+
+def _cem_paper(r: Request) -> Explainer:
+    """CEM at the paper's budget (1000 iterations x 10 c-steps at ``standard`` and
+    ``paper``; the smoke profile, for tests, shrinks it)."""
+    return CEMPaperBudget(r.classifier, CEMPaperBudget.Config(
+        max_iterations=r.sizes.cem_paper_iterations, c_steps=r.sizes.cem_paper_c_steps),
+        autoencoder=r.all_class_autoencoder("CEM"))
 
 
 def _c3lt_reconstruction(r: Request) -> Explainer:
@@ -242,11 +282,13 @@ CATALOG: dict[str, Entry] = {e.name: e for e in (
     Entry("Adv. Attack", AdvAttack, False, _adv),
     Entry("CEM", CEM, False, _cem(CEM)),
     Entry("CEM (targeted)", CEMTargeted, False, _cem(CEMTargeted)),
+    Entry("CEM (paper budget)", CEMPaperBudget, False, _cem_paper),
     Entry("CVE", CVE, True, _cve(CVE)),
     Entry("CVE (receptive field)", CVEReceptiveField, True, _cve(CVEReceptiveField)),
     Entry("ExpGAN", ExpGAN, True, _expgan),
     Entry("C3LT", C3LT, True, _c3lt),
-    Entry("C3LT (reconstruction)", C3LTReconstruction, False, _c3lt_reconstruction),
+    Entry("C3LT (reconstruction)", C3LTReconstruction, True, _c3lt_reconstruction),
+    Entry("C3LT (inverted)", C3LTInverted, True, _c3lt_inverted),
     Entry("Wachter", Wachter, False, _posterior(Wachter, steps="opt_steps")),
     Entry("BayesCF", BayesCF, False, _posterior(BayesCF, steps="opt_steps")),
     Entry("ROAR", ROAR, False, _posterior(ROAR, max_iter=lambda b: 5 * b.opt_steps)),

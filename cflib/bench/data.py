@@ -8,10 +8,12 @@ project), in torchvision's layout (``MNIST/raw/...``, ``FashionMNIST/raw/...``).
 from __future__ import annotations
 
 import functools
-import os
+import re
 from pathlib import Path
 
 import torch
+
+from cflib.env import folder
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DATA_ENV = "CFLIB_DATA"
@@ -53,8 +55,9 @@ def canonical_dataset(name: str) -> str:
 
 
 def data_root() -> Path:
-    """The data root: ``$CFLIB_DATA`` or ``<project>/data``."""
-    return Path(os.environ.get(DATA_ENV) or PROJECT_ROOT / "data").expanduser()
+    """The data root: ``$CFLIB_DATA`` (checked: not empty, not a file) or ``<project>/data``."""
+    env = folder(DATA_ENV)
+    return Path(env) if env else PROJECT_ROOT / "data"
 
 
 def check_pair(dataset: str, query: int, target: int) -> tuple[int, int]:
@@ -109,15 +112,21 @@ def _raw_files(dataset: str, train: bool) -> tuple[str, str]:
     return (f"{folder}/raw/{prefix}-images-idx3-ubyte", f"{folder}/raw/{prefix}-labels-idx1-ubyte")
 
 
-def _checksums(root: Path) -> dict[str, str]:
-    f = root / "SHA256SUMS"
+def checksums(root: Path) -> dict[str, str]:
+    """The data root's ``SHA256SUMS`` (``<sha256>  <file>`` per line) as ``{file: sha256}``;
+    {} without the file.  A malformed line is a ValueError naming the file and the line."""
+    f = Path(root) / "SHA256SUMS"
     if not f.exists():
         return {}
     out = {}
-    for line in f.read_text().splitlines():
-        if line.strip():
-            digest, name = line.split(maxsplit=1)
-            out[name.strip().lstrip("*")] = digest.lower()
+    for i, line in enumerate(f.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split(maxsplit=1)
+        if len(parts) != 2 or not re.fullmatch(r"[0-9a-fA-F]{64}", parts[0]):
+            raise ValueError(f"{f}, line {i}: {line!r} is not '<sha256 in 64 hex digits>  "
+                             "<file>'; fix or remove the line")
+        out[parts[1].strip().lstrip("*")] = parts[0].lower()
     return out
 
 
@@ -162,7 +171,7 @@ def _load(dataset: str, train: bool, root: str) -> tuple[torch.Tensor, torch.Ten
                 f"(torchvision's layout) or set {DATA_ENV} to the folder that holds "
                 f"'{cls.__name__}/raw/'."
             ) from None
-    sums = _checksums(root_p)
+    sums = checksums(root_p)
     for rel in (img_rel, lab_rel):
         want = sums.get(rel)
         if want is not None:

@@ -103,6 +103,12 @@ def pair_means(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["aggregate"] == MEAN_OVER_PAIRS]
 
 
+def table_means(df: pd.DataFrame) -> pd.DataFrame:
+    """The means over pairs of the table's rows (variant rows left out)."""
+    d = pair_means(df)
+    return d[d["variant"].fillna("") == ""] if "variant" in d.columns else d
+
+
 def with_pair_means(df: pd.DataFrame) -> pd.DataFrame:
     """Append the mean over pairs of every method and metric (``aggregate`` set, ``pair``
     empty)."""

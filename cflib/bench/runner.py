@@ -164,6 +164,7 @@ def shape_checks(means: pd.DataFrame, table: str, by: list[str] | None = None,
             matched, why = True, ""
             if e.match:
                 matched, why = _match(vals, e.method, other, e.match)
+            holds = bool(holds) and matched   # an unmatched comparison never holds
             verdict = ("not tested" if not matched else "holds" if holds else "fails")
             if not matched:
                 why = "rows not matched: " + why

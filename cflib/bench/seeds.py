@@ -31,6 +31,7 @@ PURPOSES: dict[str, tuple[str, int, int, str]] = {
     "c3lt_target_draw": ("train", 1, 1, "C3LT's draw of target-class training images"),
     "expgan": ("train", 0, 1, "ExpGAN: initialisation, batches, training draws"),
     "bayes_model": ("train", 0, 1, "the MC-dropout CNN and the BNN, their fixed posterior draws"),
+    "psce_class_ae": ("train", 500, 1, "the target-class autoencoders of PSCE's ablation"),
     "quant_pool": ("train", 0, 1, "the quantization chapter's training pool and its split"),
     "quant_model": ("train", 0, 1, "the FP SmallCNN, the latent AE and the compressed models"),
     "kd_student": ("train", 1, 1, "KD+Quant's student"),
@@ -44,6 +45,7 @@ PURPOSES: dict[str, tuple[str, int, int, str]] = {
     "quant_queries": ("data", 1, 1, "the quantization chapter's queries"),
     "quant_test": ("data", 2, 1, "the quantization chapter's test subset (when it has one)"),
     "quant_explain": ("data", 0, 1, "the latent recourse solver's restarts"),
+    "quant_fa": ("data", 3, 1, "the non-target test images of the false-acceptance rate"),
 }
 
 

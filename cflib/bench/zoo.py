@@ -6,9 +6,11 @@ the profile, so no weight is shared across datasets or profiles by accident.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 
+from cflib.bench.choices import ALL_CLASS_AE, IM_CLASS_AE
 from cflib.bench.data import canonical_dataset, class_subset, holdout, load_split, subsample
 from cflib.bench.profiles import Profile, get_profile
 from cflib.bench.seeds import Seeds, train_seed
@@ -74,13 +76,6 @@ def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
                                device, use_cache)
 
 
-#: the class-specific autoencoder architecture of IM1/IM2, chosen on the validation pairs
-#: (MNIST 7->2, Fashion-MNIST 1->3) by ``python -m cflib.tuning im_autoencoder``: the one
-#: whose IM1 best separates real target-class from real query-class held-out training
-#: images (``results/tuning/im_autoencoder.csv``; a test keeps the two in agreement)
-IM_CLASS_AE = "dense-20"
-#: the all-class autoencoder (IM2, CEM's and PSCE's loss terms): the reference one
-ALL_CLASS_AE = "conv-1x14x14"
 AE_VAL_FRACTION = 0.1
 
 
@@ -191,6 +186,46 @@ def c3lt_encoder(dataset: str, profile="standard", seed: int = 0, device="cpu",
         return {**info, "test_recon_l1": err}
 
     return cached("c3lt_encoder", cfg, EncoderDCGAN, train, device, use_cache)
+
+
+PAIR_ENCODER_LR = 1e-4  # fine-tuning a trained encoder: a tenth of its training rate
+
+
+def c3lt_pair_encoder(dataset: str, pair, profile="standard", seed: int = 0, device="cpu",
+                      use_cache: bool = True):
+    """C3LT's encoder for one class pair: the all-class :func:`c3lt_encoder` fine-tuned
+    ``c3lt.pair_encoder_epochs`` epochs on the training images of the pair's two classes
+    (the public code ships one encoder per pair; how it was trained is not published),
+    with the same loss, Adam at :data:`PAIR_ENCODER_LR`.  With 0 epochs, the all-class
+    encoder itself.  Returns ``(encoder, info)``; ``info["test_recon_l1"]`` is the mean
+    |G(E(x)) - x| on the pair's test images."""
+    import copy
+
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    q, t = (check_class(c, 10, "pair class") for c in pair)
+    base, base_info = c3lt_encoder(dataset, profile, seed, device, use_cache)
+    epochs = profile.c3lt.pair_encoder_epochs
+    if epochs == 0:
+        return base, base_info
+    s = train_seed("encoder", seed)
+    cfg = _base("c3lt_pair_encoder", dataset, profile, s, pair=f"{q}->{t}", epochs=epochs,
+                lr=PAIR_ENCODER_LR, batch_size=128, latent_weight=1.0,
+                start=fingerprint(base))
+
+    def train(enc):
+        (G, _), _ = dcgan(dataset, profile, seed, next(enc.parameters()).device, use_cache)
+        x, y = class_subset(*load_split(dataset, "train"), [q, t])
+        info = train_encoder(enc, G, x, epochs, lr=PAIR_ENCODER_LR, batch_size=128, seed=s,
+                             desc=f"C3LT encoder {dataset} {q}->{t}")
+        xt, _ = class_subset(*load_split(dataset, "test"), [q, t])
+        with torch.no_grad():
+            dev = next(enc.parameters()).device
+            err = sum((G(enc(xt[i:i + 250].to(dev))) - xt[i:i + 250].to(dev)).abs().sum().item()
+                      for i in range(0, len(xt), 250)) / xt.numel()
+        return {**info, "test_recon_l1": err}
+
+    return cached("c3lt_pair_encoder", cfg, lambda: copy.deepcopy(base).cpu(), train, device,
+                  use_cache)
 
 
 # -- Bayesian classifiers of the Duell & Fan (2026) chapter ---------------------------------
@@ -306,20 +341,60 @@ def small_cnn(dataset: str = "fmnist", profile="standard", seed: int = 0, device
     reproduces it) and ``test_accuracy`` (:func:`quant_test_split`)."""
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     s = train_seed("quant_model", seed)
-    epochs = profile.quant.clf_epochs
+    epochs, patience = profile.quant.clf_epochs, profile.quant.clf_patience
     cfg = _base("small_cnn", dataset, profile, s, arch="SmallCNN-64", epochs=epochs,
                 optimizer="AdamW", lr=1e-3, weight_decay=1e-4, batch_size=128,
-                data=_pool_spec(profile, seed), test_subset=profile.quant.test_subset)
+                data=_pool_spec(profile, seed), test_subset=profile.quant.test_subset,
+                **({"patience": patience, "selection": "validation accuracy"}
+                   if patience else {}))
+
+    def train(model):
+        pool = quant_pool(dataset, profile, seed)
+        sel = {}
+        if patience:
+            sel = dict(x_val=pool.x_val, y_val=pool.y_val, patience=patience)
+        out = {}
+        secs = _timed(lambda: out.update(train_classifier(
+            model, pool.x_train, pool.y_train, epochs, lr=1e-3, seed=s, weight_decay=1e-4,
+            desc=f"SmallCNN {dataset}", **sel)))
+        return {"train_seconds": secs, **out,
+                "test_accuracy": accuracy(model, *quant_test_split(dataset, profile, seed))}
+
+    return cached("small_cnn", cfg, SmallCNN, train, device, use_cache)
+
+
+RETRAIN = "FP32 + retrain"
+
+
+def small_cnn_retrained(dataset: str = "fmnist", profile="standard", seed: int = 0,
+                        device="cpu", use_cache: bool = True, *, fp=None):
+    """The control of the QAT rows, ``FP32 + retrain``: the FP model trained for the QAT
+    rows' extra epochs (``quant.qat_epochs``) with their optimiser and batches (AdamW 1e-3,
+    weight decay 1e-4, batch 128, gradient-norm clip 10, the pool's training images) and
+    no quantization, so that what retraining alone does to recourse is measured.
+    ``info``: ``compress_seconds``, ``test_accuracy``."""
+    import copy
+
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    if fp is None:
+        fp, _ = small_cnn(dataset, profile, seed, device, use_cache)
+    s = train_seed("quant_model", seed)
+    epochs = profile.quant.qat_epochs
+    cfg = _base("small_cnn_retrained", dataset, profile, s, arch="SmallCNN-64", epochs=epochs,
+                optimizer="AdamW", lr=1e-3, weight_decay=1e-4, batch_size=128, grad_clip=10.0,
+                data=_pool_spec(profile, seed), test_subset=profile.quant.test_subset,
+                start=fingerprint(fp))
 
     def train(model):
         pool = quant_pool(dataset, profile, seed)
         secs = _timed(lambda: train_classifier(model, pool.x_train, pool.y_train, epochs,
                                                lr=1e-3, seed=s, weight_decay=1e-4,
-                                               desc=f"SmallCNN {dataset}"))
-        return {"train_seconds": secs,
+                                               grad_clip=10.0, desc=f"{RETRAIN} {dataset}"))
+        return {"compress_seconds": secs,
                 "test_accuracy": accuracy(model, *quant_test_split(dataset, profile, seed))}
 
-    return cached("small_cnn", cfg, SmallCNN, train, device, use_cache)
+    return cached("small_cnn_retrained", cfg, lambda: copy.deepcopy(fp).cpu(), train, device,
+                  use_cache)
 
 
 def latent_autoencoder(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
@@ -361,30 +436,39 @@ def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, devic
         fp, _ = small_cnn(dataset, profile, seed, device, use_cache)
     student_seed = train_seed("kd_student", seed)
     cfg = _base("kd_student", dataset, profile, student_seed, arch="SmallCNN-64",
-                epochs=epochs, kd_temperature=temperature, kd_alpha=alpha, optimizer="AdamW",
+                epochs=epochs, selection="best validation epoch",
+                kd_temperature=temperature, kd_alpha=alpha, optimizer="AdamW",
                 lr=1e-3, weight_decay=1e-4, batch_size=128, data=_pool_spec(profile, seed),
-                test_subset=profile.quant.test_subset, teacher=fingerprint(fp))
+                test_subset=profile.quant.test_subset, teacher=fingerprint(fp),
+                **({"patience": profile.quant.clf_patience} if profile.quant.clf_patience
+                   else {}))
 
     def train(model):
         pool = quant_pool(dataset, profile, seed)
-        secs = _timed(lambda: train_kd_student(model, fp, pool.x_train, pool.y_train, epochs,
-                                               temperature, alpha, seed=student_seed,
-                                               desc=f"KD student {dataset}"))
-        return {"train_seconds": secs,
+        out = {}
+        secs = _timed(lambda: out.update(train_kd_student(
+            model, fp, pool.x_train, pool.y_train, epochs, temperature, alpha, seed=student_seed,
+            desc=f"KD student {dataset}", x_val=pool.x_val, y_val=pool.y_val,
+            patience=profile.quant.clf_patience)))
+        return {"train_seconds": secs, **out,
                 "test_accuracy": accuracy(model, *quant_test_split(dataset, profile, seed))}
 
     return cached("kd_student", cfg, SmallCNN, train, device, use_cache)
 
 
 def recipe_config(name: str, profile="standard"):
-    """A row's compression recipe with the epochs of ``profile`` (nothing else changes)."""
+    """A row's compression recipe with the epochs of ``profile`` and, for the QAT rows, its
+    bit budget, penalty weight and policy learning rate (``quant.bit_budget``,
+    ``quant.bit_lambda``, ``quant.policy_lr``; nothing else changes)."""
     from cflib.quantization.recipes import get_recipe, with_epochs
 
     profile = get_profile(profile)
     cfg = get_recipe(name)
     sizes = profile.quant
     if hasattr(cfg, "student_epochs"):
-        return with_epochs(cfg, sizes.qat_epochs, sizes.clf_epochs)
+        out = with_epochs(cfg, sizes.qat_epochs, sizes.clf_epochs)
+        return replace(out, target_avg_bits=float(sizes.bit_budget),
+                       policy_lr=sizes.policy_lr, bit_lambda=float(sizes.bit_lambda))
     return with_epochs(cfg, sizes.calib_epochs)
 
 

@@ -16,6 +16,7 @@ asks for a number or a list.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ from cflib.bench.tables.bayes import MODELS
 from cflib.bench.tables.quant import check_methods as check_recipes
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
+RESULTS_DIR = PROJECT_ROOT / "results"
+RUNS_DIR = PROJECT_ROOT / "_build" / "runs"
+#: the book's own run; anything else writes beside it
+BOOK_RUN = {"profile": "standard", "train_seed": 0, "data_seed": 0, "device": "cpu"}
 
 
 #: the sweep results over training seeds a C3LT chapter shows when they exist
@@ -52,6 +57,8 @@ class Chapter:
     #: files no chapter makes (the throughput benchmark's), read from the book's results
     #: when a run's own folder lacks them
     external: tuple[str, ...] = ()
+    #: does the chapter write a results file (else it only reads others')
+    writes: bool = True
 
     def read_patterns(self, profile: str) -> list[str]:
         return [r.format(chapter=self.name, profile=profile)
@@ -64,19 +71,20 @@ class Chapter:
 
 #: every chapter of the book, in build order (a chapter comes after those it reads)
 CHAPTERS: dict[str, Chapter] = {c.name: c for c in (
-    Chapter("mnist_eval", "mnist_eval.py", "Counterfactuals on MNIST: the C3LT table",
+    Chapter("mnist_eval", "c3lt_table.py", "Counterfactuals on MNIST: the C3LT table",
             {"dataset": "mnist"}, reads=SWEEP_READS),
-    Chapter("fashion_mnist_test", "mnist_eval.py",
+    Chapter("fashion_mnist_test", "c3lt_table.py",
             "Counterfactuals on Fashion-MNIST: the C3LT table", {"dataset": "fmnist"},
             reads=SWEEP_READS),
     Chapter("cross_dataset", "cross_dataset.py", "How the methods rank on the two datasets",
-            reads=("mnist_eval.csv", "fashion_mnist_test.csv")),
+            reads=("mnist_eval.csv", "fashion_mnist_test.csv"), writes=False),
     Chapter("mnist_bayesian", "mnist_bayesian.py",
             "Counterfactuals under Bayesian classifiers on MNIST"),
     Chapter("fashion_mnist_quant", "fashion_mnist_quant.py",
             "Recourse under quantization on Fashion-MNIST"),
     Chapter("performance", "performance.py", "How fast the methods run, batched and alone",
-            reads=("mnist_eval.csv", "fashion_mnist_test.csv"), external=("performance.csv",)),
+            reads=("mnist_eval.csv", "fashion_mnist_test.csv"),
+            external=("performance.csv", "performance_machine.csv"), writes=False),
 )}
 
 
@@ -188,6 +196,8 @@ def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> Non
             catalog.check_methods(value)
     if name == "target" and not 0 <= value <= 9:
         raise ValueError(f"target must be a class in 0..9, got {value}")
+    if name == "results_dir" and value is not None and not str(value).strip():
+        raise ValueError("results_dir must name a folder (or be None for the run's own)")
     if name == "models" and value is not None:
         bad = [s for s in value if s not in MODELS]
         if bad or not value:
@@ -235,6 +245,17 @@ def parameters(source: str, namespace: dict) -> SimpleNamespace:
     name = given.get("results_name")
     matches = [c for c in CHAPTERS.values() if c.source == source]
     ch = next((c for c in matches if c.name == name), None)
+    if ch is None and name is None and len(matches) == 1:
+        ch = matches[0]
+    if ch is None and name is None and "dataset" in given:
+        # a template shared by chapters: the one whose fixed dataset was asked for
+        from cflib.bench.data import canonical_dataset
+
+        try:
+            wanted = canonical_dataset(given["dataset"])
+        except ValueError:
+            wanted = None
+        ch = next((c for c in matches if c.fixed.get("dataset") == wanted), None)
     if ch is None:
         # a user's own run under another results name: the template's first chapter,
         # without its fixed dataset
@@ -242,4 +263,40 @@ def parameters(source: str, namespace: dict) -> SimpleNamespace:
         ch = Chapter(name or base.name, base.source, base.title, {}, base.reads)
     values = check(ch, {k: v for k, v in given.items() if k != "results_name"})
     values["results_name"] = name or ch.name
+    if "results_dir" in values and values["results_dir"] is None:
+        # by hand (papermill), never into the book's committed results
+        values["results_dir"] = str(run_folder(ch, values) if ch.writes else RESULTS_DIR)
     return SimpleNamespace(**values)
+
+
+def run_params(chapter: str | Chapter, run: dict) -> dict:
+    """The keys of a run (profile, device, seeds) that ``chapter`` declares: a chapter that
+    draws nothing has no seed, one that computes nothing no device."""
+    ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
+    schema = parameter_schema(ch.path)
+    return {k: v for k, v in run.items() if k in schema}
+
+
+def is_book_run(chapter: str | Chapter, params: dict) -> bool:
+    """Are ``params`` the book's own run of ``chapter`` (its defaults at the book's profile,
+    seeds and device, and no results folder of its own)?"""
+    ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
+    if params.get("results_dir") is not None:
+        return False
+    defaults = check(ch, run_params(ch, BOOK_RUN))
+    return all(params.get(k) == v for k, v in defaults.items() if k != "results_dir")
+
+
+def run_folder(chapter: str | Chapter, params: dict) -> Path:
+    """Where a run that is not the book's writes: ``_build/runs/<profile>-train<t>-data<d>``
+    and a hash of its other parameters, one folder per run of the book."""
+    ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
+    defaults = check(ch, run_params(ch, BOOK_RUN))
+    extra = {k: v for k, v in params.items()
+             if k not in ("profile", "train_seed", "data_seed", "results_dir", "results_name",
+                          "dataset") and defaults.get(k) != v}
+    tag = (f"{params.get('profile', 'standard')}-train{params.get('train_seed', 0)}"
+           f"-data{params.get('data_seed', 0)}")
+    if extra:
+        tag += "-" + hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8]
+    return RUNS_DIR / tag

@@ -45,9 +45,9 @@ def main(argv=None) -> None:
     ch = sub.add_parser("chapter", help="execute one chapter (or all)")
     ch.add_argument("name", choices=list(CHAPTERS) + ["all"])
     ch.add_argument("--profile", default="standard", choices=list(PROFILES))
-    ch.add_argument("--device", default="cpu")
-    ch.add_argument("--train-seed", type=int, default=0)
-    ch.add_argument("--data-seed", type=int, default=0)
+    ch.add_argument("--device", default=None)
+    ch.add_argument("--train-seed", type=int, default=None)
+    ch.add_argument("--data-seed", type=int, default=None)
     ch.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     bk = sub.add_parser("book", help="execute stale chapters, then build the HTML book")
     bk.add_argument("--rerun", action="store_true", help="execute every chapter")
@@ -69,8 +69,11 @@ def main(argv=None) -> None:
     if args.command == "list":
         print(_listing())
     elif args.command == "chapter":
-        cmd = [args.name, "--profile", args.profile, "--device", args.device,
-               "--train-seed", str(args.train_seed), "--data-seed", str(args.data_seed)]
+        cmd = [args.name, "--profile", args.profile]
+        for flag, v in (("--device", args.device), ("--train-seed", args.train_seed),
+                        ("--data-seed", args.data_seed)):
+            if v is not None:
+                cmd += [flag, str(v)]
         for k, v in args.p:
             cmd += ["-p", k, v]
         cli.main(cmd)

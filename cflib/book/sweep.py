@@ -41,18 +41,15 @@ from pathlib import Path
 import pandas as pd
 
 from cflib.bench.data import PROJECT_ROOT
-from cflib.bench.results import CELL, write_table
+from cflib.bench.results import write_table
 from cflib.book.build.execute import build
 from cflib.book.build.paths import BOOK_RUN
-from cflib.book.chapters import check, get_chapter
+from cflib.book.chapters import check, run_params
+from cflib.book.spread import SWEEP_DIR, merge_seeds, read_sweep, sweep_dir  # noqa: F401
+from cflib.env import scheduler as env_scheduler
 
 log = logging.getLogger("cflib")
 SCHEDULER_ENV = "CFLIB_SCHEDULER"
-SWEEP_DIR = PROJECT_ROOT / "results" / "sweep"
-
-
-def sweep_dir(chapter: str, profile: str = "standard", root=SWEEP_DIR) -> Path:
-    return Path(root) / chapter / profile
 
 
 def run_chapter_task(chapter: str, seed: int, profile: str, device: str, extra: dict,
@@ -69,43 +66,6 @@ def run_chapter_task(chapter: str, seed: int, profile: str, device: str, extra: 
         shutil.rmtree(work, ignore_errors=True)
     return {"chapter": chapter, "seed": seed, "seconds": time.perf_counter() - t0,
             "tables": tables, "worker_pid": os.getpid()}
-
-
-def merge_seeds(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Mean, standard deviation (ddof 1) and number of training seeds of every cell of a
-    chapter's results table over its per-seed results (``repeat`` rows are averaged
-    within each seed first)."""
-    df = pd.concat(frames, ignore_index=True)
-    df["value"] = pd.to_numeric(df["value"], errors="coerce")
-    keys = [c for c in CELL if c in df.columns]
-    per_seed = df.groupby(keys + ["train_seed"], sort=False, dropna=False)["value"].mean()
-    per_seed = per_seed.reset_index()
-    out = per_seed.groupby(keys, sort=False, dropna=False).agg(
-        mean=("value", "mean"), sd=("value", "std"), n=("value", "count"),
-        seeds=("train_seed", lambda s: " ".join(map(str, sorted(s))))).reset_index()
-    out["profile"] = df["profile"].iloc[0]
-    return out
-
-
-def read_sweep(chapter: str, profile: str = "standard", root=SWEEP_DIR, own=None):
-    """``(merged, per-seed results)`` of a chapter over its training seeds, or
-    ``(None, {})`` when it was never swept.
-
-    The seeds are the sweep's (``root/<chapter>/<profile>/seed*/``) and, when given,
-    ``own``: the results table of the book's own run (its seed replaces a swept one),
-    so that the book's run and a sweep of the other seeds make one table.
-    """
-    d = sweep_dir(chapter, profile, root)
-    per_seed = {}
-    for s in sorted(d.glob("seed*/")):
-        f = s / f"{chapter}.csv"
-        if f.exists():
-            per_seed[int(s.name[4:])] = pd.read_csv(f, keep_default_na=False)
-    if not per_seed:
-        return None, {}
-    if own is not None and len(own):
-        per_seed[int(own["train_seed"].iloc[0])] = own
-    return merge_seeds(list(per_seed.values())), dict(sorted(per_seed.items()))
 
 
 @dataclass
@@ -127,7 +87,7 @@ class SweepResult:
 def _client(scheduler: str | None, n_workers: int | None):
     from distributed import Client, LocalCluster
 
-    address = scheduler or os.environ.get(SCHEDULER_ENV)
+    address = scheduler or env_scheduler()
     if address:
         return Client(address), None
     n = n_workers or os.cpu_count() or 1
@@ -141,14 +101,16 @@ def _client(scheduler: str | None, n_workers: int | None):
 def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
               extra: dict | None = None, scheduler: str | None = None,
               n_workers: int | None = None, retries: int = 2, root=SWEEP_DIR,
-              client=None, task=run_chapter_task) -> SweepResult:
+              client=None, task=run_chapter_task, data_seed: int = 0) -> SweepResult:
     """Run every (chapter, seed) as a Dask task and merge each chapter's seeds.
 
     Arguments are checked before anything is submitted.  ``client``: an existing
     ``distributed.Client`` (else one is made: ``scheduler`` / ``CFLIB_SCHEDULER``, or a
     ``LocalCluster`` of ``n_workers`` single-threaded workers).  ``task(chapter, seed,
-    profile, device, extra)`` is what a worker runs (default: the chapter through
-    papermill); it returns a dict with ``tables`` and ``seconds``.
+    profile, device, extra, data_seed)`` is what a worker runs (default: the chapter
+    through papermill); it returns a dict with ``tables`` and ``seconds``.  Results with
+    other parameters than the book's (``extra``, another device or data seed) go to a
+    folder of their own (:func:`cflib.book.spread.sweep_dir`), never over the book's.
     """
     from distributed import as_completed
 
@@ -159,10 +121,17 @@ def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds repeat: {seeds}")
     for ch in chapters:
-        get_chapter(ch)
+        schema_run = run_params(ch, {"device": device, "train_seed": 0, "data_seed": data_seed})
+        if "train_seed" not in schema_run:
+            raise ValueError(f"chapter {ch!r} trains nothing: a sweep over training seeds "
+                             "has nothing to vary")
         for s in seeds:
-            check(ch, {"profile": profile, "device": device, "train_seed": s,
-                       **(extra or {})})
+            check(ch, {"profile": profile, **schema_run, "train_seed": s, **(extra or {})})
+    if scheduler is None:
+        env_scheduler()                      # a bad CFLIB_SCHEDULER fails before any work
+    # results of other parameters (or another device) go to a folder of their own
+    key = {**(extra or {}), **({"device": device} if device != "cpu" else {}),
+           **({"data_seed": data_seed} if data_seed else {})}
     own = client is None
     cluster = None
     if own:
@@ -173,8 +142,9 @@ def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
         futures = {}
         for ch in chapters:
             for s in seeds:
-                f = client.submit(task, ch, s, profile, device, dict(extra or {}),
-                                  retries=retries, pure=False, key=f"{ch}-{profile}-seed{s}")
+                f = client.submit(task, ch, s, profile, device, dict(extra or {}), data_seed,
+                                  retries=retries, pure=False,
+                                  key=f"{ch}-{profile}-seed{s}-{time.time_ns()}")
                 futures[f] = (ch, s)
         for fut in as_completed(list(futures)):
             ch, s = futures[fut]
@@ -185,7 +155,7 @@ def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
                 result.failures.append({"chapter": ch, "seed": s, "error": msg})
                 log.warning("sweep: %s seed %d failed: %s", ch, s, msg)
                 continue
-            d = sweep_dir(ch, profile, root) / f"seed{s}"
+            d = sweep_dir(ch, profile, root, key) / f"seed{s}"
             for name, df in out["tables"].items():
                 write_table(df, d / name)
             result.task_seconds[(ch, s)] = out["seconds"]
@@ -197,23 +167,23 @@ def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
             if cluster is not None:
                 cluster.close()
     for ch in chapters:
-        merged = merge_chapter(ch, profile, root)
+        merged = merge_chapter(ch, profile, root, extra=key)
         if merged is not None:
             result.merged[ch] = merged
     return result
 
 
 def merge_chapter(chapter: str, profile: str = "standard", root=SWEEP_DIR,
-                  results_dir=None) -> pd.DataFrame | None:
+                  results_dir=None, extra: dict | None = None) -> pd.DataFrame | None:
     """Write ``merged.csv`` of a chapter's seeds: the swept ones and, for the book's
-    profile, the book's own results file (``results/<chapter>.csv``)."""
+    profile and parameters, the book's own results file (``results/<chapter>.csv``)."""
     own = None
     book = Path(results_dir or Path(root).parent) / f"{chapter}.csv"
-    if profile == BOOK_RUN["profile"] and book.exists():
+    if profile == BOOK_RUN["profile"] and not extra and book.exists():
         own = pd.read_csv(book, keep_default_na=False)
-    merged, _ = read_sweep(chapter, profile, root, own=own)
+    merged, _ = read_sweep(chapter, profile, root, own=own, extra=extra)
     if merged is not None:
-        write_table(merged, sweep_dir(chapter, profile, root) / "merged.csv")
+        write_table(merged, sweep_dir(chapter, profile, root, extra) / "merged.csv")
     return merged
 
 

@@ -12,15 +12,15 @@ class.  (The benchmark harness builds them at a profile's sizes with the book's
 trained networks: :mod:`cflib.bench.catalog`.)
 
 C3LT table (Khorram & Fuxin 2022): Original Data, Adv. Attack, CEM, CVE, ExpGAN, C3LT,
-plus our reference rows and variants: Query (unchanged), CEM (targeted),
-CVE (receptive field), C3LT (reconstruction).
+plus our reference rows and variants: Query (unchanged), CEM (targeted), CEM (paper
+budget), CVE (receptive field), C3LT (reconstruction), C3LT (inverted).
 Bayesian classifiers (Duell & Fan 2026): Wachter, BayesCF, ROAR, Schut, PSCE.
 Recourse under quantization (Yahyati et al. 2026): Latent PGD.
 """
 from cflib.explainers.adversarial import AdvAttack, AdvAttackConfig
 from cflib.explainers.base import Counterfactuals, Explainer, ExplainerConfig
-from cflib.explainers.c3lt import C3LT, C3LTConfig, C3LTReconstruction
-from cflib.explainers.cem import CEM, CEMConfig, CEMTargeted
+from cflib.explainers.c3lt import C3LT, C3LTConfig, C3LTInverted, C3LTReconstruction
+from cflib.explainers.cem import CEM, CEMConfig, CEMPaperBudget, CEMTargeted
 from cflib.explainers.cve import CVE, CVEConfig, CVEReceptiveField
 from cflib.explainers.expgan import ExpGAN, ExpGANConfig
 from cflib.explainers.latent import LatentRecourse, LatentRecourseConfig
@@ -32,8 +32,8 @@ from cflib.explainers.wachter import BayesCF, Wachter, WachterConfig
 
 #: method name as the papers spell it -> explainer class
 EXPLAINERS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
-    OriginalData, QueryUnchanged, AdvAttack, CEM, CEMTargeted, CVE, CVEReceptiveField,
-    ExpGAN, C3LT, C3LTReconstruction,
+    OriginalData, QueryUnchanged, AdvAttack, CEM, CEMTargeted, CEMPaperBudget, CVE,
+    CVEReceptiveField, ExpGAN, C3LT, C3LTReconstruction, C3LTInverted,
     Wachter, BayesCF, ROAR, Schut, PSCE,
     LatentRecourse,
 )}
@@ -52,8 +52,8 @@ def get_explainer(name: str) -> type[Explainer]:
 
 __all__ = ["EXPLAINERS", "get_explainer", "Counterfactuals", "Explainer", "ExplainerConfig",
            "OriginalData", "OriginalDataConfig", "QueryUnchanged", "AdvAttack",
-           "AdvAttackConfig", "CEM", "CEMConfig", "CEMTargeted", "CVE", "CVEConfig",
-           "CVEReceptiveField", "ExpGAN", "ExpGANConfig", "C3LT", "C3LTConfig",
-           "C3LTReconstruction", "Wachter", "BayesCF", "WachterConfig", "ROAR", "ROARConfig",
+           "AdvAttackConfig", "CEM", "CEMConfig", "CEMTargeted", "CEMPaperBudget", "CVE",
+           "CVEConfig", "CVEReceptiveField", "ExpGAN", "ExpGANConfig", "C3LT", "C3LTConfig",
+           "C3LTReconstruction", "C3LTInverted", "Wachter", "BayesCF", "WachterConfig", "ROAR", "ROARConfig",
            "Schut", "SchutConfig", "PSCE", "PSCEConfig", "LatentRecourse",
            "LatentRecourseConfig"]

@@ -95,7 +95,10 @@ class ExplainerConfig:
 class Counterfactuals:
     """A batch of counterfactuals and what is known about them.
 
-    ``success`` is a mask (failure is recorded, never a row of NaNs);
+    ``success`` is a mask (failure is recorded, never a row of NaNs): the classifier
+    assigns the counterfactual to the target *and* did not already assign the query to
+    it (``meta["already_target"]``: a query already in its target is no success, whatever
+    the method returns);
     ``seconds`` is the wall time of :meth:`Explainer.explain` for the batch;
     ``meta`` holds the config, the seed, ``model_passes`` (images the search pushed
     through the classifier's first layer, per counterfactual) and what the method reports
@@ -284,7 +287,7 @@ class Explainer:
                     ": a counterfactual needs a target other than the query's class")
             if already.any():
                 log.info("%s: %d of %d queries are already classified as their target; "
-                         "they count as valid as they are (meta['already_target'])",
+                         "they are not counted as valid (meta['already_target'])",
                          self.name, int(already.sum()), len(x))
             rows = [0]              # images the search pushes through the classifier
             hook = _first_layer(self.classifier).register_forward_pre_hook(
@@ -305,10 +308,11 @@ class Explainer:
             pred_cf = predict(self.classifier, x_cf).argmax(1)
         return Counterfactuals(
             x=x, x_cf=x_cf, target=target, pred=pred, pred_cf=pred_cf,
-            success=pred_cf == target, seconds=seconds, method=self.name,
+            success=(pred_cf == target) & ~already, seconds=seconds, method=self.name,
             meta={"config": asdict(self.config) if is_dataclass(self.config) else {},
                   "seed": seed, "cflib_version": cflib.__version__, "device": str(dev),
-                  "already_target": already, "model_passes": rows[0] / len(x), **extra},
+                  "already_target": already, "n_already_target": int(already.sum()),
+                  "model_passes": rows[0] / len(x), **extra},
         )
 
     def __repr__(self) -> str:
@@ -318,15 +322,32 @@ class Explainer:
 class AutoencoderExplainer(Explainer):
     """Base of the methods whose loss holds an autoencoder term (CEM, PSCE).
 
-    ``autoencoder`` is the caller's all-class autoencoder (``None``: no term); it is
-    frozen during ``explain`` like the classifier.
+    ``autoencoder`` is the caller's all-class autoencoder (``None``: no term), or, where a
+    method supports it, a mapping ``{class: autoencoder}``; each is frozen during
+    ``explain`` like the classifier.
     """
 
+    per_class_autoencoder = False   # whether a {class: autoencoder} mapping is understood
+
     def __init__(self, classifier: nn.Module, config: ExplainerConfig | None = None, *,
-                 autoencoder: nn.Module | None = None, **kwargs):
+                 autoencoder=None, **kwargs):
         super().__init__(classifier, config, **kwargs)
-        self._check_same_device(autoencoder=autoencoder)
+        if isinstance(autoencoder, dict):
+            if not self.per_class_autoencoder:
+                raise ValueError(f"{self.name} takes one all-class autoencoder, not a "
+                                 "{class: autoencoder} mapping")
+            if not autoencoder or not all(isinstance(m, nn.Module)
+                                          for m in autoencoder.values()):
+                raise ValueError("autoencoder must be a module or a non-empty "
+                                 "{class: module} mapping")
+            self._check_same_device(**{f"autoencoder[{k}]": m for k, m in autoencoder.items()})
+        else:
+            self._check_same_device(autoencoder=autoencoder)
         self.autoencoder = autoencoder
 
     def frozen_networks(self) -> dict[str, nn.Module]:
-        return {} if self.autoencoder is None else {"autoencoder": self.autoencoder}
+        if self.autoencoder is None:
+            return {}
+        if isinstance(self.autoencoder, dict):
+            return {f"autoencoder_{k}": m for k, m in sorted(self.autoencoder.items())}
+        return {"autoencoder": self.autoencoder}

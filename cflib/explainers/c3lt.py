@@ -50,7 +50,8 @@ the difference mask guards against division by zero.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from itertools import chain
 
 import torch
@@ -80,12 +81,16 @@ class C3LTConfig(ExplainerConfig):
     * ``kappa``: the confidence margin of the hinge classification loss.
     * ``n_steps``: latent steps of each mapping (official default 1).
     * ``epochs``, ``lr`` (``lr_map`` in ``args.py``), ``decay_step``, ``decay_gamma``:
-      the schedule, Adam lr multiplied by ``decay_gamma`` every ``decay_step`` epochs.
-      At the reduced epoch counts of the smaller profiles (fewer than 25 epochs)
-      the decay never triggers.
+      the schedule, Adam lr multiplied by ``decay_gamma`` every ``decay_step`` epochs
+      (the official 25 of 201 epochs: eight halvings).  ``decay_every_steps``, when
+      set, decays every that many optimizer steps instead, so that a run with fewer
+      epochs can still make the official number of halvings.
     * ``batch_size``: images per class in a training batch (128, as the paper);
       also the inference batch.
     * ``seed``: initialisation of g and h and the order of the training batches.
+    * ``invert_steps``, ``invert_lr``: test-time refinement of the query's code before
+      the mapping (our variant ``C3LT (inverted)``, 0 for C3LT itself): Adam on z from
+      E(x), minimising ``|G(z) - x|_1``.
     """
 
     batch_size: int = 128
@@ -102,7 +107,10 @@ class C3LTConfig(ExplainerConfig):
     lr: float = 1e-3
     decay_step: int = 25
     decay_gamma: float = 0.5
+    decay_every_steps: int | None = None
     seed: int = 0
+    invert_steps: int = 0
+    invert_lr: float = 0.01
 
     def __post_init__(self):
         super().__post_init__()
@@ -112,6 +120,11 @@ class C3LTConfig(ExplainerConfig):
             raise ValueError(f"n_steps must be >= 1, got {self.n_steps}")
         if self.epochs < 0 or self.batch_size < 1 or self.decay_step < 1:
             raise ValueError("epochs must be >= 0, batch_size and decay_step >= 1")
+        if self.decay_every_steps is not None and self.decay_every_steps < 1:
+            raise ValueError(f"decay_every_steps must be >= 1 or None, got "
+                             f"{self.decay_every_steps}")
+        if self.invert_steps < 0 or not self.invert_lr > 0:
+            raise ValueError("invert_steps must be >= 0 and invert_lr > 0")
         for name in ("alpha", "beta", "gamma", "p1", "p2", "kappa", "lr"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -361,6 +374,7 @@ class C3LT(Explainer):
                q: int, t: int) -> dict:
         cfg, dev = self.config, self.device
         G, D, f = self.generator, self.discriminator, self.classifier
+        t_start = time.perf_counter()
         use_adv = cfg.gamma > 0
         if use_adv and D is None:
             raise ValueError("gamma > 0 needs a discriminator: pass discriminator= "
@@ -369,17 +383,22 @@ class C3LT(Explainer):
         z_q_all, z_t_all = self.encode(x_q), self.encode(x_t)
         gen = torch.Generator().manual_seed(cfg.seed)
         opt = torch.optim.Adam(chain(maps.g.parameters(), maps.h.parameters()), lr=cfg.lr)
-        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.decay_step,
-                                                gamma=cfg.decay_gamma)
+        per_step = cfg.decay_every_steps is not None
+        sched = torch.optim.lr_scheduler.StepLR(
+            opt, step_size=cfg.decay_every_steps if per_step else cfg.decay_step,
+            gamma=cfg.decay_gamma)
         y_q = torch.full((cfg.batch_size,), q, dtype=torch.long, device=dev)
         y_t = torch.full((cfg.batch_size,), t, dtype=torch.long, device=dev)
         n = min(len(x_q), len(x_t))
         maps.train()
         hist: list[dict] = []
-        for _ in progress(range(cfg.epochs), desc=f"C3LT {q}->{t}"):
+        per_epoch = -(-n // cfg.batch_size)
+        log_every = max(1, per_epoch // 10)     # about ten points of the curves per epoch
+        done = 0
+        for ep in progress(range(cfg.epochs), desc=f"C3LT {q}->{t}"):
             perm_q, perm_t = torch.randperm(len(x_q), generator=gen), torch.randperm(len(x_t), generator=gen)
             sums, seen = torch.zeros(6), 0
-            for i in range(0, n, cfg.batch_size):
+            for k, i in enumerate(range(0, n, cfg.batch_size)):
                 iq, it = perm_q[i:min(i + cfg.batch_size, n)], perm_t[i:min(i + cfg.batch_size, n)]
                 x1, x2 = x_q[iq].to(dev), x_t[it].to(dev)
                 z1, z2 = z_q_all[iq.to(z_q_all.device)], z_t_all[it.to(z_t_all.device)]
@@ -410,18 +429,28 @@ class C3LT(Explainer):
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+                if per_step:
+                    sched.step()
                 with torch.no_grad():
                     valid = (f(x1_cf).argmax(1) == t).float().mean()
                 sums += torch.tensor([loss.item(), cls.item(), prox.item(), cyc.item(),
                                       adv.item(), valid.item()]) * b
                 seen += b
-            sched.step()
-            if seen:
-                s = (sums / seen).tolist()
-                hist.append(dict(zip(["loss", "cls", "prox", "cyc", "adv", "train_validity"], s)))
+                done += 1
+                if seen and ((k + 1) % log_every == 0 or k + 1 == per_epoch):
+                    s = (sums / seen).tolist()
+                    hist.append(dict(zip(["loss", "cls", "prox", "cyc", "adv",
+                                          "train_validity"], s),
+                                     step=done, epoch=ep + (k + 1) / per_epoch,
+                                     lr=opt.param_groups[0]["lr"]))
+                    sums, seen = torch.zeros(6), 0
+            if not per_step:
+                sched.step()
         maps.eval()
+        steps = cfg.epochs * -(-n // cfg.batch_size)
         info = {"query_class": q, "target_class": t, "n_pairs_per_epoch": n,
-                "epochs": cfg.epochs, "final_lr": opt.param_groups[0]["lr"]}
+                "epochs": cfg.epochs, "steps": steps, "final_lr": opt.param_groups[0]["lr"],
+                "train_seconds": time.perf_counter() - t_start, "history": hist}
         if hist:
             info.update({f"last_{k}": v for k, v in hist[-1].items()})
         return info
@@ -442,17 +471,36 @@ class C3LT(Explainer):
                              f"generator's {self.image_shape}")
         bs, n = self.config.batch_size, self.config.n_steps
         out, recon = torch.empty_like(x), torch.empty_like(x)
-        with torch.no_grad():
-            for i in range(0, len(x), bs):
-                xb, tb = x[i:i + bs], target[i:i + bs]
+        for i in range(0, len(x), bs):
+            xb, tb = x[i:i + bs], target[i:i + bs]
+            with torch.no_grad():
                 z = self.encoder(xb)
+            z = self.invert(z, xb)
+            with torch.no_grad():
                 z_g = nonlinear_map_step(z, self.maps.g, n)[-1]
                 z_h = nonlinear_map_step(z, self.maps.h, n)[-1]
                 z_cf = torch.where((tb == t).view(-1, 1, 1, 1), z_g, z_h)
                 out[i:i + bs] = self.generator(z_cf)
                 recon[i:i + bs] = self.generator(z)
-        # G(E(x)): the part of the change that is the encoder/generator, not the mapping
+        # G(z): the query as the generator renders it before the mapping; the change
+        # the mapping itself makes is |x_cf - G(z)| (Proximity_to_reconstruction)
         return out, {"reconstruction": recon}
+
+    def invert(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The code refined at test time (``invert_steps`` Adam steps on ``|G(z) - x|_1``
+        from ``z = E(x)``, each image on its own); ``z`` itself when ``invert_steps`` is 0."""
+        cfg = self.config
+        if cfg.invert_steps == 0:
+            return z
+        z = z.detach().clone().requires_grad_(True)
+        opt = torch.optim.Adam([z], lr=cfg.invert_lr)
+        for _ in range(cfg.invert_steps):
+            # the sum of per-image means: each image's gradient is its own
+            loss = (self.generator(z) - x).abs().flatten(1).mean(1).sum()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return z.detach()
 
 
 class C3LTReconstruction(C3LT):
@@ -477,3 +525,24 @@ class C3LTReconstruction(C3LT):
                 out[i:i + bs] = self.generator(self.encoder(x[i:i + bs]))
         return out
 
+
+class C3LTInverted(C3LT):
+    """``C3LT (inverted)`` (our variant): C3LT's mappings applied to the query's code after
+    ``invert_steps`` steps of test-time inversion (:meth:`C3LT.invert`), so a reader sees
+    how much of C3LT's change is the encoder's imperfect inversion.  Built from a fitted
+    :class:`C3LT` (the same mappings, nothing retrained) with :meth:`from_fitted`."""
+
+    name = "C3LT (inverted)"
+
+    @classmethod
+    def from_fitted(cls, c3lt: C3LT, invert_steps: int = 100,
+                    invert_lr: float = 0.01) -> "C3LTInverted":
+        if c3lt.maps is None:
+            raise RuntimeError("from_fitted needs a fitted C3LT: call fit() first")
+        cfg = replace(c3lt.config, invert_steps=int(invert_steps), invert_lr=float(invert_lr))
+        out = cls(c3lt.classifier, cfg, generator=c3lt.generator, encoder=c3lt.encoder,
+                  discriminator=c3lt.discriminator)
+        out.maps, out.info = c3lt.maps, c3lt.info
+        out.query_class, out.target_class = c3lt.query_class, c3lt.target_class
+        out.image_shape, out.fitted = c3lt.image_shape, True
+        return out

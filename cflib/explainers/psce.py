@@ -36,6 +36,7 @@ outer round and whose best objective improved by less than ``tol`` (relative) st
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -81,11 +82,13 @@ class PSCE(AutoencoderExplainer):
     """delta-safe, epsilon-robust counterfactuals by augmented Lagrangian (module docstring).
 
     ``autoencoder`` is the all-class autoencoder of the manifold term (``None`` drops
-    the term, i.e. gamma = 0).
+    the term, i.e. gamma = 0), or a mapping ``{class: autoencoder}`` whose target-class
+    entry serves each query (a variant: the manifold of the target class alone).
     """
 
     name = "PSCE"
     Config = PSCEConfig
+    per_class_autoencoder = True
 
     def _terms(self, z, x0, t):
         """objective f (N,), constraints c1, c2 (N,), and feasibility (N,) bool."""
@@ -99,10 +102,20 @@ class PSCE(AutoencoderExplainer):
         c2 = (var - eps_in) / eps_in
         f = l1(z, x0)
         if self.autoencoder is not None and cfg.gamma > 0:
-            f = f + cfg.gamma * (z - self.autoencoder(z)).pow(2).flatten(1).sum(1)
+            f = f + cfg.gamma * (z - self._reconstruct(z, t)).pow(2).flatten(1).sum(1)
         feasible = (mean >= cfg.delta) & (var <= cfg.epsilon) & (
             p.mean(0).argmax(1) == t)
         return f, c1, c2, feasible
+
+    def _reconstruct(self, z, t):
+        ae = self.autoencoder
+        if not isinstance(ae, Mapping):
+            return ae(z)
+        out = torch.empty_like(z)
+        for c in t.unique().tolist():
+            rows = t == c
+            out[rows] = ae[c](z[rows])
+        return out
 
     def _search(self, x, t):
         cfg = self.config

@@ -11,9 +11,15 @@ from cflib.metrics.basic import (
     ACCURACY,
     EDITS,
     FEATURE_VALIDITY,
+    L0,
+    L1,
+    N_ALREADY_TARGET,
     PROXIMITY,
+    PROXIMITY_TO_RECONSTRUCTION,
     SECONDS_PER_CF,
     VALIDITY,
+    l0_count,
+    l1_distance,
     proximity,
     validity,
 )
@@ -24,4 +30,5 @@ from cflib.metrics.spec import SPECS, MetricSpec, get_spec, register
 __all__ = ["im1", "im2", "im1_by_class", "fid_kid", "FrozenFeatures", "proximity", "validity",
            "aupc", "AUPCResult", "MetricSpec", "SPECS", "get_spec", "register", "IM1", "IM2",
            "FID", "KID", "AUPC_TARGET", "AUPC_QUERY", "COUT", "PROXIMITY", "VALIDITY",
-           "SECONDS_PER_CF", "ACCURACY", "EDITS", "FEATURE_VALIDITY"]
+           "SECONDS_PER_CF", "ACCURACY", "EDITS", "FEATURE_VALIDITY", "PROXIMITY_TO_RECONSTRUCTION",
+           "N_ALREADY_TARGET", "L1", "L0", "l1_distance", "l0_count"]

@@ -6,16 +6,25 @@ import torch
 from cflib.metrics.spec import MetricSpec, register
 
 
-def validity(pred_cf: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def validity(pred_cf: torch.Tensor, target: torch.Tensor,
+             pred: torch.Tensor | None = None) -> torch.Tensor:
     """Per-sample 1.0 where the counterfactual is classified as the target, else 0.0.
 
-    ``pred_cf`` holds class indices (N,) or scores (N, K).
+    ``pred_cf`` (and ``pred``, the classifier's decision on the queries) hold class
+    indices (N,) or scores (N, K).  With ``pred``, a query the classifier already
+    assigned to its target is never a success: nothing was changed.
     """
     if pred_cf.dim() == 2:
         pred_cf = pred_cf.argmax(1)
     if pred_cf.shape != target.shape:
         raise ValueError(f"pred_cf {tuple(pred_cf.shape)} and target {tuple(target.shape)} differ")
-    return (pred_cf == target).float()
+    out = pred_cf == target
+    if pred is not None:
+        pred = pred.argmax(1) if pred.dim() == 2 else pred
+        if pred.shape != target.shape:
+            raise ValueError(f"pred {tuple(pred.shape)} and target {tuple(target.shape)} differ")
+        out = out & (pred != target)
+    return out.float()
 
 
 def proximity(x: torch.Tensor, x_cf: torch.Tensor) -> torch.Tensor:
@@ -23,6 +32,27 @@ def proximity(x: torch.Tensor, x_cf: torch.Tensor) -> torch.Tensor:
     if x.shape != x_cf.shape:
         raise ValueError(f"x {tuple(x.shape)} and x_cf {tuple(x_cf.shape)} differ in shape")
     return (x_cf - x).abs().flatten(1).mean(1)
+
+
+#: a pixel counts as changed (L0) when it moves by more than this on the [0, 1] scale
+L0_THRESHOLD = 0.1
+
+
+def l1_distance(x: torch.Tensor, x_cf: torch.Tensor) -> torch.Tensor:
+    """Per image, the summed absolute pixel change on the [0, 1] scale (images in [-1, 1])."""
+    if x.shape != x_cf.shape:
+        raise ValueError(f"x {tuple(x.shape)} and x_cf {tuple(x_cf.shape)} differ in shape")
+    return ((x_cf - x).abs() / 2).flatten(1).sum(1)
+
+
+def l0_count(x: torch.Tensor, x_cf: torch.Tensor, threshold: float = L0_THRESHOLD) -> torch.Tensor:
+    """Per image, the number of pixels that move by more than ``threshold`` on the [0, 1]
+    scale (images in [-1, 1])."""
+    if x.shape != x_cf.shape:
+        raise ValueError(f"x {tuple(x.shape)} and x_cf {tuple(x_cf.shape)} differ in shape")
+    if not threshold >= 0:
+        raise ValueError(f"threshold must be >= 0, got {threshold}")
+    return ((x_cf - x).abs() / 2 > threshold).flatten(1).sum(1).float()
 
 
 # -- specs (see cflib.metrics.spec: the context's ``cf`` is the Counterfactuals) -----------
@@ -44,4 +74,21 @@ FEATURE_VALIDITY = MetricSpec(
     "Feature_Validity", lambda c: c.cf.meta["feature_validity"], True,
     "CVE: share of queries whose edited feature map the head assigns to the target",
     needs="feature_validity")
-register(VALIDITY, PROXIMITY, SECONDS_PER_CF, ACCURACY, EDITS, FEATURE_VALIDITY)
+PROXIMITY_TO_RECONSTRUCTION = MetricSpec(
+    "Proximity_to_reconstruction",
+    lambda c: proximity(c.cf.meta["reconstruction"], c.cf.x_cf).mean().item(), False,
+    "mean absolute pixel change from the query as the generator renders it, G(z), to the "
+    "counterfactual G(g(z)): the change C3LT's mapping itself makes",
+    needs="reconstruction")
+L1 = MetricSpec("L1", lambda c: l1_distance(c.cf.x, c.cf.x_cf).mean().item(), False,
+                "summed absolute pixel change per image on the [0, 1] scale (pixels of ink "
+                "moved), mean over images")
+L0 = MetricSpec("L0", lambda c: l0_count(c.cf.x, c.cf.x_cf).mean().item(), False,
+                f"pixels changed by more than {L0_THRESHOLD} on the [0, 1] scale, mean over "
+                "images")
+N_ALREADY_TARGET = MetricSpec(
+    "N_already_target", lambda c: c.cf.meta["n_already_target"], False,
+    "queries the classifier already assigns to the target: never counted as valid",
+    needs="n_already_target")
+register(VALIDITY, PROXIMITY, SECONDS_PER_CF, ACCURACY, EDITS, FEATURE_VALIDITY,
+         PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET, L1, L0)

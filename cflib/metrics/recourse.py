@@ -150,17 +150,45 @@ def transfer_margin(fp_success: torch.Tensor, q_logits_at_fp: torch.Tensor, targ
     return _nanmean(transfer_margins(fp_success, q_logits_at_fp, target))
 
 
-def overhead(seconds: Mapping[str, float], fp_seconds: float,
-             baseline: str = "PTQ INT8") -> dict[str, float]:
-    """``(T_fp + T_m) / (T_fp + T_baseline)`` for every method ``m`` of ``seconds``
-    (each method's own compression stage, in seconds).  A missing baseline is an error."""
+def overhead(seconds: Mapping[str, float], baseline: str = "PTQ INT8") -> dict[str, float]:
+    """``T_m / T_baseline`` for every method ``m`` of ``seconds`` (each method's own
+    compression stage, in seconds, measured on this implementation): how many times the
+    baseline's compression work a recipe costs.  The paper does not publish its
+    definition; this one compares compression stages alone.  A missing or zero baseline
+    is an error."""
     if baseline not in seconds:
         raise ValueError(f"overhead needs the baseline {baseline!r} among the timings "
                          f"(got {sorted(seconds)}); run it too")
-    base = float(fp_seconds) + float(seconds[baseline])
+    base = float(seconds[baseline])
     if not base > 0:
-        raise ValueError(f"the baseline time T_fp + T_{baseline} must be > 0, got {base}")
-    return {m: (float(fp_seconds) + float(s)) / base for m, s in seconds.items()}
+        raise ValueError(f"the baseline time T_{baseline} must be > 0, got {base}")
+    return {m: float(t) / base for m, t in seconds.items()}
+
+
+def wilson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a rate of ``k`` events in ``n`` trials (NaN for n = 0):
+    a binomial interval that stays inside [0, 1] and is not degenerate at 0 or n events
+    (a bootstrap of n zeros is [0, 0]; Wilson's upper bound is about 3.8 / n)."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    z = {0.95: 1.959963984540054, 0.9: 1.6448536269514722, 0.99: 2.5758293035489004}[level]
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / denom
+    lo = 0.0 if k == 0 else max(0.0, centre - half)   # exact at the ends, no rounding
+    hi = 1.0 if k == n else min(1.0, centre + half)
+    return lo, hi
+
+
+def rate(events: torch.Tensor) -> tuple[float, float, float, int]:
+    """``(rate, Wilson low, Wilson high, n)`` of a per-query event vector where NaN marks a
+    query that does not count."""
+    v = torch.as_tensor(events).double()
+    v = v[~torch.isnan(v)]
+    n, k = len(v), int(v.sum().item())
+    lo, hi = wilson(k, n)
+    return (k / n if n else float("nan")), lo, hi, n
 
 
 # -- bootstrap ---------------------------------------------------------------------------------
@@ -240,8 +268,9 @@ def abs_nanmean(v: torch.Tensor) -> torch.Tensor:
 # Context (one compressed model scored against the FP model's recourse): ``fp`` and ``q``
 # (the two Counterfactuals records; ``q`` None for the FP model itself), ``fp_success``,
 # ``q_success``, ``q_valid`` (f_q accepts the FP recourse), ``cost_gap``, ``dirsim``,
-# ``margins`` (per query), ``ci(values)`` (a bootstrap half-width), ``info`` (the model's
-# training record), ``overhead`` and ``target``.
+# ``margins``, ``infeasible_accepted`` (per query), ``fa_events`` (per reconstruction),
+# ``class_accuracy(k)``, ``ci(values)`` (a bootstrap half-width), ``info`` (the model's
+# training record), ``overhead``, ``overhead_mixedprec`` and ``target``.
 def _mean(v: torch.Tensor) -> float:
     v = v[~torch.isnan(v)]
     return float(v.mean()) if len(v) else float("nan")
@@ -258,10 +287,37 @@ CRG = MetricSpec("CRG", lambda c: _mean(c.cost_gap), None,
 DIRSIM = MetricSpec("DirSim", lambda c: _mean(c.dirsim), True,
                     "cosine of the FP and compressed latent actions, over queries feasible on both")
 OVERHEAD = MetricSpec("Overhead", lambda c: c.overhead, False,
-                      "(T_fp + T_method) / (T_fp + T_PTQ INT8): compression cost, FP training "
-                      "included", timing=True)
-VD_CI = MetricSpec("VD_ci95", lambda c: c.ci(c.vd_events), False,
-                   "half-width of VD's 95 % percentile bootstrap interval over queries")
+                      "T_method / T_PTQ INT8: the recipe's compression time over PTQ INT8's "
+                      "(this implementation; the paper's base is not published)", timing=True)
+VD_LOW = MetricSpec("VD_low", lambda c: rate(c.vd_events)[1], False,
+                    "lower end of VD's 95 % Wilson (binomial) interval")
+VD_HIGH = MetricSpec("VD_high", lambda c: rate(c.vd_events)[2], False,
+                     "upper end of VD's 95 % Wilson (binomial) interval")
+FA_RECON = MetricSpec("FA_recon", lambda c: rate(c.fa_events)[0], False,
+                      "false acceptance: share of autoencoder reconstructions of non-target "
+                      "test images the model puts in the target")
+FA_RECON_LOW = MetricSpec("FA_recon_low", lambda c: rate(c.fa_events)[1], False,
+                          "lower end of FA_recon's 95 % Wilson interval")
+FA_RECON_HIGH = MetricSpec("FA_recon_high", lambda c: rate(c.fa_events)[2], False,
+                           "upper end of FA_recon's 95 % Wilson interval")
+FA_INFEASIBLE = MetricSpec("FA_infeasible", lambda c: rate(c.infeasible_accepted)[0], False,
+                           "share of the queries whose FP recourse failed that the model "
+                           "nevertheless puts in the target at the FP's last point")
+FA_INFEASIBLE_LOW = MetricSpec("FA_infeasible_low", lambda c: rate(c.infeasible_accepted)[1],
+                               False, "lower end of FA_infeasible's 95 % Wilson interval")
+FA_INFEASIBLE_HIGH = MetricSpec("FA_infeasible_high",
+                                lambda c: rate(c.infeasible_accepted)[2], False,
+                                "upper end of FA_infeasible's 95 % Wilson interval")
+N_FP_INFEASIBLE = MetricSpec("N_fp_infeasible", lambda c: rate(c.infeasible_accepted)[3],
+                             False, "queries whose FP recourse failed (already-target ones "
+                                    "excluded)")
+OVERHEAD_VS_MIXEDPREC = MetricSpec(
+    "Overhead_vs_MixedPrec", lambda c: c.overhead_mixedprec, False,
+    "T_method / T_MixedPrec-QAT: the public code's reading of its runtime script", timing=True)
+#: per-class test accuracy (the classes a target may steal from)
+CLASS_ACCURACY = tuple(MetricSpec(
+    f"Accuracy_class_{k}", (lambda c, k=k: c.class_accuracy(k)), True,
+    f"test accuracy on class {k}") for k in range(10))
 CRG_CI = MetricSpec("CRG_ci95", lambda c: c.ci(c.cost_gap), False,
                     "half-width of CRG's 95 % percentile bootstrap interval over queries")
 DIRSIM_CI = MetricSpec("DirSim_ci95", lambda c: c.ci(c.dirsim), False,
@@ -301,7 +357,9 @@ N_ALREADY_TARGET = MetricSpec("N_already_target", lambda c: int((c.fp.pred.cpu()
 N_BOTH_FEASIBLE = MetricSpec("N_both_feasible",
                              lambda c: int((c.fp_success & c.q_success).sum()), True,
                              "queries feasible on both models, |Both|")
-register(VD, CRG, DIRSIM, OVERHEAD, VD_CI, CRG_CI, DIRSIM_CI, FP_FEASIBLE, Q_FEASIBLE,
+register(VD, CRG, DIRSIM, OVERHEAD, VD_LOW, VD_HIGH, FA_RECON, FA_RECON_LOW, FA_RECON_HIGH,
+         FA_INFEASIBLE, FA_INFEASIBLE_LOW, FA_INFEASIBLE_HIGH, N_FP_INFEASIBLE,
+         OVERHEAD_VS_MIXEDPREC, *CLASS_ACCURACY, CRG_CI, DIRSIM_CI, FP_FEASIBLE, Q_FEASIBLE,
          TRANSFER_MARGIN, AVG_WEIGHT_BITS, AVG_ACT_BITS, BIT_COST, COMPRESS_SECONDS,
          TRAIN_SECONDS, TEACHER_SUCCESS, SPARSITY, MEDIAN_DELTA, N_QUERIES, N_FP_FEASIBLE,
          N_BOTH_FEASIBLE, N_ALREADY_TARGET)

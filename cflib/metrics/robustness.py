@@ -131,16 +131,24 @@ def perturbed_validity(model: nn.Module, x_cf: torch.Tensor, target, scale: floa
         return torch.cat(rows, dim=0)
 
 
+def _counted(valid: torch.Tensor, counts: torch.Tensor | None) -> torch.Tensor:
+    """``valid`` where the query counts (a query already in its target never does)."""
+    return valid if counts is None else valid & counts.to(valid.device).bool()
+
+
 def robustness_ratio(model: nn.Module, x_cf: torch.Tensor, target, scale: float = 1e-3,
-                     n_perturbations: int = 20, seed: int = 0, relative: bool = False) -> float:
+                     n_perturbations: int = 20, seed: int = 0, relative: bool = False,
+                     counts: torch.Tensor | None = None) -> float:
     """Robustness Ratio: share of the valid counterfactuals that stay valid under weight noise.
 
     = (sum over perturbations p and counterfactuals n valid under the unperturbed
     model of [still valid under p]) / (P * number of valid counterfactuals).  It is 1
     at ``scale = 0`` and NaN when no counterfactual is valid to begin with (the
-    Validity row then says why).  See :func:`perturbed_validity` for the noise.
+    Validity row then says why).  ``counts`` (N,) marks the counterfactuals that may be
+    valid at all (False for a query the model already put in its target).  See
+    :func:`perturbed_validity` for the noise.
     """
-    base = perturbed_validity(model, x_cf, target, 0.0, 1, seed)[0]
+    base = _counted(perturbed_validity(model, x_cf, target, 0.0, 1, seed)[0], counts)
     if not base.any():
         return float("nan")
     pert = perturbed_validity(model, x_cf, target, scale, n_perturbations, seed, relative)
@@ -149,18 +157,21 @@ def robustness_ratio(model: nn.Module, x_cf: torch.Tensor, target, scale: float 
 
 def validity_under_perturbation(model: nn.Module, x_cf: torch.Tensor, target, scales,
                                 n_perturbations: int = 20, seed: int = 0,
-                                relative: bool = False) -> dict[float, float]:
+                                relative: bool = False,
+                                counts: torch.Tensor | None = None) -> dict[float, float]:
     """Validity (share of all counterfactuals classified as the target) per noise scale.
 
     Returns ``{scale: validity}``, averaged over ``n_perturbations`` perturbed models
     (one unperturbed model at scale 0): the curve of validity against the scale of
-    weight noise.
+    weight noise.  ``counts`` (N,) marks the counterfactuals that may count as valid
+    (False for a query the model already put in its target).
     """
     out = {}
     for s in scales:
         s = float(s)
         p = 1 if s == 0 else n_perturbations
-        out[s] = perturbed_validity(model, x_cf, target, s, p, seed, relative).float().mean().item()
+        v = perturbed_validity(model, x_cf, target, s, p, seed, relative)
+        out[s] = _counted(v, counts).float().mean().item()
     return out
 
 
@@ -192,8 +203,8 @@ def robustness_auc(curve: dict[float, float], lo: float = 1e-3, hi: float = 1e-1
 
 # -- specs ------------------------------------------------------------------------------------
 # Context: ``cf``, ``x_train``/``y_train`` (the training split), ``validity_fresh()`` (validity
-# on fresh posterior draws), ``curve`` (validity on fresh draws against weight-noise std)
-# and ``robustness_ratio()``.
+# on fresh posterior draws), ``validity_per_draw()``, ``curve`` (validity on fresh draws
+# against weight-noise std) and ``robustness_ratio()``.
 IMPLAUSIBILITY = MetricSpec(
     "Implausibility",
     lambda c: implausibility(c.cf.x_cf, c.cf.target, c.x_train, c.y_train).mean().item(),
@@ -205,6 +216,14 @@ VALIDITY_FRESH = MetricSpec(
     "Validity_fresh", lambda c: c.validity_fresh(), True,
     "share classified as the target by fresh posterior draws the search never saw "
     "(out-of-sample)")
+VALIDITY_PER_DRAW = MetricSpec(
+    "Validity_per_draw", lambda c: c.validity_per_draw(), True,
+    "share of single fresh posterior draws that put the counterfactual in the target (the "
+    "PSCE author's validity after training; stricter than the posterior mean)")
+CONFIDENCE_FRESH = MetricSpec(
+    "Confidence_fresh", lambda c: c.confidence_fresh(), True,
+    "posterior-mean probability of the target at the counterfactual on fresh posterior "
+    "draws, mean over images: how far past the boundary a method goes")
 ROBUSTNESS_AUC = MetricSpec(
     "Robustness_AUC", lambda c: robustness_auc(c.curve), True,
     "area under validity (fresh draws) against weight-noise std 1e-3 to 1e-1, log axis, "
@@ -213,4 +232,5 @@ ROBUSTNESS_RATIO = MetricSpec(
     "Robustness_Ratio_1e-3", lambda c: c.robustness_ratio(), True,
     "share of valid counterfactuals (fresh draws) still valid after N(0, 1e-3²) weight noise; "
     "saturated: about 1 for every method")
-register(IMPLAUSIBILITY, VALIDITY_IN_SAMPLE, VALIDITY_FRESH, ROBUSTNESS_AUC, ROBUSTNESS_RATIO)
+register(IMPLAUSIBILITY, VALIDITY_IN_SAMPLE, VALIDITY_FRESH, VALIDITY_PER_DRAW, ROBUSTNESS_AUC,
+         ROBUSTNESS_RATIO, CONFIDENCE_FRESH)

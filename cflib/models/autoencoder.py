@@ -10,13 +10,14 @@ Three architectures, named by their code (:data:`AE_ARCHS`, :func:`make_autoenco
   manifold terms need.
 * ``"conv-8x7x7"`` (:class:`ClassConvAutoencoder`): the reference's *class-specific*
   autoencoder (``_MnistClassSpecificAE``): 16 then 8 channels, two max-pools, an
-  8x7x7 code.
+  8x7x7 code, on the reference's [0, 1] scale with a linear output.
 * ``"dense-<k>"`` (:class:`DenseAutoencoder`): a fully connected autoencoder
   (pixels-256-k-256-pixels, ReLU), the dense class autoencoders with a small code used
   in the PSCE author's related code (k = 20 there).
 
-Outputs end in tanh: every image of the project lives in [-1, 1].  Which one scores
-IM1 was chosen on validation data (``cflib.tuning``, the chapters' protocol notes).
+Outputs end in tanh (every image of the project lives in [-1, 1]), but for the
+reference class autoencoder's linear output.  Which one scores IM1 was chosen on
+validation data (the chapters' protocol notes).
 
 :class:`LatentAutoencoder` is the quantization chapter's: the autoencoder whose 32-d
 latent the recourse solver searches.
@@ -51,7 +52,13 @@ class ConvAutoencoder(nn.Module):
 
 
 class ClassConvAutoencoder(nn.Module):
-    """``conv-8x7x7``: the reference class-specific autoencoder (8-channel 7x7 code)."""
+    """``conv-8x7x7``: the reference class-specific autoencoder (8-channel 7x7 code).
+
+    It works on its own scale, as the reference does: images mapped to [0, 1] and a
+    linear output layer (no squashing), mapped back to [-1, 1].  With a tanh output on
+    [-1, 1] its training collapses to the all-background image (the output saturates at
+    -1, where its gradient vanishes), which is what the book's first search measured.
+    """
 
     def __init__(self, in_channels: int = 1):
         super().__init__()
@@ -63,11 +70,11 @@ class ClassConvAutoencoder(nn.Module):
         self.decoder = nn.Sequential(
             nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Upsample(scale_factor=2),
             nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.Upsample(scale_factor=2),
-            nn.Conv2d(16, in_channels, 3, padding=1), nn.Tanh(),
+            nn.Conv2d(16, in_channels, 3, padding=1),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.decoder(self.encoder(x))
+        return self.decoder(self.encoder((x + 1) / 2)) * 2 - 1
 
 
 class DenseAutoencoder(nn.Module):

@@ -38,7 +38,7 @@ from cflib.quantization.fake import (
 from cflib.quantization.model import QuantSmallCNN
 from cflib.scopes import frozen
 from cflib.tensors import model_device
-from cflib.training import batches
+from cflib.training import accuracy, batches
 
 
 def _check_common(cfg) -> None:
@@ -83,6 +83,9 @@ class QATConfig:
     eta: float = 0.0                # weight of the teacher-recourse CE (CFQ: 1)
     target_avg_bits: float = 4.0    # budget B of the bit cost
     bit_lambda: float = 0.01        # lambda_b of the budget penalty
+    policy_lr: float | None = None  # learning rate of the bit-policy logits (None: ``lr``,
+                                    # the code's; at 1e-3 for a few hundred steps they never
+                                    # leave their initial bit)
     temperature_start: float = 5.0
     temperature_end: float = 0.25
     lr: float = 1e-3                # AdamW over every parameter
@@ -110,6 +113,8 @@ class QATConfig:
                              f"got {self.target_avg_bits}")
         if self.bit_lambda < 0:
             raise ValueError(f"bit_lambda must be >= 0, got {self.bit_lambda}")
+        if self.policy_lr is not None and not self.policy_lr > 0:
+            raise ValueError(f"policy_lr must be > 0 (or None for lr), got {self.policy_lr}")
         if self.eta < 0:
             raise ValueError(f"eta must be >= 0, got {self.eta}")
         if not 0 < self.temperature_end <= self.temperature_start:
@@ -331,10 +336,18 @@ def train_qat(q: QuantSmallCNN, x: torch.Tensor, y: torch.Tensor, cfg: QATConfig
     policy logits), hard Gumbel draws at the epoch's temperature, gradient-norm clip,
     no best-epoch selection; the final model runs at ``temperature_end``, in
     evaluation mode (deterministic bits).  ``teacher`` (aligned with ``x``) adds the CF
-    term; ``masks`` are re-applied after every optimizer step."""
+    term; ``masks`` are re-applied after every optimizer step.  ``cfg.policy_lr`` gives
+    the bit-policy logits their own learning rate (no weight decay)."""
     dev = model_device(q)
     params = [p for p in q.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.policy_lr is None:
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    else:
+        policy = {id(p) for p in q.policy_parameters()}
+        opt = torch.optim.AdamW(
+            [{"params": [p for p in params if id(p) not in policy]},
+             {"params": [p for p in params if id(p) in policy], "lr": cfg.policy_lr,
+              "weight_decay": 0.0}], lr=cfg.lr, weight_decay=cfg.weight_decay)
     q.train()
     for ep in progress(range(cfg.epochs), desc=desc):
         q.set_temperature(temperature(ep, cfg.epochs, cfg.temperature_start,
@@ -370,14 +383,22 @@ def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, y: torch
 def train_kd_student(student: nn.Module, teacher_model: nn.Module, x: torch.Tensor,
                      y: torch.Tensor, epochs: int, temperature: float = 2.0, alpha: float = 0.5,
                      lr: float = 1e-3, weight_decay: float = 1e-4, batch_size: int = 128,
-                     seed: int = 0, desc: str = "KD student") -> None:
+                     seed: int = 0, desc: str = "KD student", x_val: torch.Tensor | None = None,
+                     y_val: torch.Tensor | None = None, patience: int | None = None) -> dict:
     """A fresh student trained on :func:`kd_loss` against the frozen FP model, with the
-    FP recipe's optimiser (AdamW 1e-3, weight decay 1e-4, batch 128)."""
+    FP recipe's optimiser (AdamW 1e-3, weight decay 1e-4, batch 128).  With
+    ``x_val``/``y_val`` the epoch of best validation accuracy is kept, as the public code
+    keeps its student's best epoch, and ``patience`` stops training after that many epochs
+    without improvement.  Returns the best epoch, its accuracy and the epochs run (or {})."""
     dev = model_device(student)
     opt = torch.optim.AdamW(student.parameters(), lr=lr, weight_decay=weight_decay)
-    student.train()
+    best, best_state, best_epoch, ran = -1.0, None, -1, 0
     with frozen(teacher_model):
         for ep in progress(range(epochs), desc=desc):
+            if patience and best_epoch > 0 and ep - best_epoch >= patience:
+                break
+            ran = ep + 1
+            student.train()
             for idx in batches(len(x), batch_size, seed + ep):
                 xb, yb = x[idx].to(dev), y[idx].to(dev)
                 with torch.no_grad():
@@ -386,7 +407,16 @@ def train_kd_student(student: nn.Module, teacher_model: nn.Module, x: torch.Tens
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
+            if x_val is not None:
+                acc = accuracy(student, x_val, y_val)
+                if acc > best:
+                    best, best_epoch = acc, ep + 1
+                    best_state = {k: v.detach().clone() for k, v in student.state_dict().items()}
+    if best_state is not None:
+        student.load_state_dict(best_state)
     student.eval()
+    return {} if x_val is None else {"best_epoch": best_epoch, "val_accuracy": best,
+                                     "epochs_run": ran}
 
 
 # -- one recipe, end to end ----------------------------------------------------------------------

@@ -20,10 +20,20 @@ table's metric specs (:data:`BAYES_METRICS`):
 - ``Robustness_Ratio_1e-3``: share of the (fresh-draw) valid counterfactuals still
   classified as the target after Gaussian noise of std 1e-3 on every weight (20
   perturbed models); kept for the paper's column, saturated (about 1 for every method);
+- ``Validity_per_draw``: the share of single fresh posterior draws that put each
+  counterfactual in its target (the PSCE author's "validity after training");
+- ``Confidence_fresh``: the posterior-mean probability of the target on fresh draws;
+- ``L1`` and ``L0``: the summed pixel change and the pixels changed by more than 0.1
+  (on the [0, 1] scale);
 - ``Seconds_per_CF``: wall time of the method divided by the number of images.
 
 IM1 and Implausibility average over *all* counterfactuals, valid or not (as Schut et
-al.); rows come per repeat (key ``repeat``), each repeat a fresh draw of queries.
+al.); rows come per repeat (key ``repeat``), each repeat a fresh draw of queries.  Two
+reference rows show each metric's range: ``Original Data`` (for each query a real test
+image of its target class, drawn with the repeat's seed) and ``Query (unchanged)``.
+With ``bayes.psce_ablation`` PSCE is also run, on the MC-dropout model's first repeat,
+with delta 0.99 and with a manifold term from target-class autoencoders trained apart
+from the IM1 ones (another architecture and seed): the ``variant`` column.
 """
 from __future__ import annotations
 
@@ -37,6 +47,7 @@ import torch
 from torch import nn
 
 from cflib.bench import catalog, zoo
+from cflib.bench.choices import IM_CLASS_AE
 from cflib.bench.data import canonical_dataset, load_split
 from cflib.bench.profiles import get_profile
 from cflib.bench.results import CLASSIFIER, tidy
@@ -45,17 +56,21 @@ from cflib.bench.runner import shape_checks as _shape_checks
 from cflib.bench.runner import summarise as _summarise
 from cflib.bench.seeds import Seeds
 from cflib.explainers import Counterfactuals
-from cflib.metrics import ACCURACY, IM1, SECONDS_PER_CF
+from cflib.explainers._posterior import posterior_probs
+from cflib.metrics import ACCURACY, IM1, L0, L1, N_ALREADY_TARGET, SECONDS_PER_CF
 from cflib.metrics.robustness import (
+    CONFIDENCE_FRESH,
     IMPLAUSIBILITY,
     ROBUSTNESS_AUC,
     ROBUSTNESS_RATIO,
     VALIDITY_FRESH,
     VALIDITY_IN_SAMPLE,
+    VALIDITY_PER_DRAW,
     fresh_draws,
     robustness_ratio,
     validity_under_perturbation,
 )
+from cflib.scopes import frozen
 
 log = logging.getLogger("cflib")
 
@@ -63,6 +78,18 @@ log = logging.getLogger("cflib")
 MODELS = {"mc_dropout": zoo.mc_dropout_classifier, "bnn": zoo.bnn_classifier}
 #: the rows of the table, in the chapter's order
 BAYES_METHODS = ["Wachter", "BayesCF", "ROAR", "Schut", "PSCE"]
+#: the reference rows (each metric's range), run with every table
+BAYES_REFERENCES = ["Original Data", "Query (unchanged)"]
+#: the architecture of PSCE's target-class autoencoders: not IM1's (so IM1 does not grade
+#: PSCE with the network it optimised against)
+PSCE_CLASS_AE = "conv-8x7x7" if IM_CLASS_AE != "conv-8x7x7" else "dense-20"
+#: PSCE's ablation: variant -> (delta, manifold autoencoder); the main row is the paper's
+#: setting (delta 0.9, the all-class autoencoder)
+PSCE_VARIANTS = {
+    "delta=0.99": (0.99, "all-class"),
+    "target-class AE": (0.9, "target-class"),
+    "delta=0.99, target-class AE": (0.99, "target-class"),
+}
 
 #: Schut et al. (2021) official code (``experiments/exp_qualitative_eval.py``): for a
 #: test digit of class c the target is drawn uniformly from SCHUT_TARGETS[c].
@@ -133,6 +160,11 @@ class BayesContext:
         """The context in which the model predicts with the fresh draws."""
         return fresh_draws(self.model, N_FRESH, self.fresh_seed)
 
+    @property
+    def counts(self) -> torch.Tensor:
+        """The queries whose counterfactual may count as valid (not already in the target)."""
+        return ~self.cf.meta["already_target"].cpu()
+
     @cached_property
     def curve(self) -> dict[float, float]:
         """Validity on fresh draws against the std of Gaussian weight noise."""
@@ -140,21 +172,44 @@ class BayesContext:
         with self.fresh():
             return validity_under_perturbation(self.model, self.cf.x_cf.to(dev),
                                                self.cf.target.to(dev), self.scales,
-                                               self.n_perturbations, self.seed)
+                                               self.n_perturbations, self.seed,
+                                               counts=self.counts)
 
     def validity_fresh(self) -> float:
         return self.curve[0.0]
 
+    @torch.no_grad()
+    def validity_per_draw(self) -> float:
+        """The share of single fresh posterior draws that put each counterfactual in its
+        target (the PSCE author's "validity after training"), over the counted queries."""
+        dev = next(self.model.parameters()).device
+        with self.fresh(), frozen(self.model):
+            probs = posterior_probs(self.model, self.cf.x_cf.to(dev), N_FRESH)   # (S, N, K)
+        hit = probs.argmax(-1).cpu() == self.cf.target.cpu().view(1, -1)
+        return (hit & self.counts.view(1, -1)).float().mean().item()
+
+    @torch.no_grad()
+    def confidence_fresh(self) -> float:
+        """Mean over images of the posterior-mean probability of the target (fresh draws)."""
+        dev = next(self.model.parameters()).device
+        with self.fresh(), frozen(self.model):
+            probs = posterior_probs(self.model, self.cf.x_cf.to(dev), N_FRESH).mean(0)
+        t = self.cf.target.to(probs.device).view(-1, 1)
+        return probs.gather(1, t).mean().item()
+
     def robustness_ratio(self) -> float:
         with self.fresh():
             return robustness_ratio(self.model, self.cf.x_cf, self.cf.target, 1e-3,
-                                    self.n_perturbations, seed=self.seed)
+                                    self.n_perturbations, seed=self.seed, counts=self.counts)
 
 
 BAYES_METRICS = (
-    IM1, IMPLAUSIBILITY, VALIDITY_IN_SAMPLE, VALIDITY_FRESH, ROBUSTNESS_AUC, ROBUSTNESS_RATIO,
-    SECONDS_PER_CF,
+    IM1, IMPLAUSIBILITY, VALIDITY_IN_SAMPLE, VALIDITY_FRESH, VALIDITY_PER_DRAW, ROBUSTNESS_AUC,
+    ROBUSTNESS_RATIO, CONFIDENCE_FRESH, L1, L0, SECONDS_PER_CF, N_ALREADY_TARGET,
 )
+#: what PSCE's ablation rows carry
+ABLATION_METRICS = (IM1, IMPLAUSIBILITY, VALIDITY_FRESH, VALIDITY_PER_DRAW, CONFIDENCE_FRESH,
+                    L1, L0, SECONDS_PER_CF)
 
 
 BAYES_TABLE = Table("bayes", tuple(BAYES_METHODS), BAYES_METRICS)
@@ -196,10 +251,15 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
     x_train, y_train = load_split(dataset, "train")
     aes = {c: zoo.autoencoder(dataset, c, prof, seeds.train, device=device)[0]
            for c in range(10)}
+    rows_of = [*[m for m in BAYES_REFERENCES if m not in methods], *methods]
     explainers = {m: catalog.build(m, clf, dataset=dataset, profile=prof, seeds=seeds)
-                  for m in methods}
+                  for m in rows_of}
+    ablation = {}
+    if prof.bayes.psce_ablation and model == "mc_dropout" and "PSCE" in methods:
+        ablation = psce_variants(clf, dataset, prof, seeds, device)
     rows: list[dict] = []
-    cfs: dict = {"queries": [], "model_info": info, "curves": [], **{m: [] for m in methods}}
+    cfs: dict = {"queries": [], "model_info": info, "curves": [], **{m: [] for m in rows_of},
+                 "ablation": {}}
     base = {"dataset": dataset, "model": model, **seeds.columns(), "profile": prof.name}
     for r in range(prof.bayes.repeats):
         qs = seeds("bayes_queries", r)
@@ -215,7 +275,46 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
             cfs["curves"] += [{"model": model, "method": m, "repeat": r, "scale": sc,
                                "validity": v} for sc, v in ctx.curve.items()]
             cfs[m].append(cf.cpu())
+        if r == 0:
+            for variant, ex in ablation.items():
+                log.info("%s / PSCE [%s]: repeat %d, %d images", model, variant, r, len(x))
+                cf = ex.explain(x, t, seed=qs)
+                ctx = BayesContext(cf, y, aes, clf, x_train, y_train, n_perturbations, qs,
+                                   seeds("bayes_fresh", r), tuple(scales))
+                rows += [{**base, "method": "PSCE", "variant": variant, "metric": k,
+                          "value": v, "repeat": r}
+                         for k, v in evaluate(ctx, ABLATION_METRICS).items()]
+                cfs["ablation"][variant] = cf.cpu()
     return rows, cfs
+
+
+def psce_class_autoencoders(dataset: str, profile, seeds: Seeds, device="cpu") -> dict:
+    """The target-class autoencoders of PSCE's ablation: trained apart from IM1's class
+    autoencoders (their own seed, :func:`cflib.bench.seeds.train_seed` of
+    ``psce_class_ae``, and another architecture: :data:`PSCE_CLASS_AE`), so that IM1
+    does not grade PSCE with the network PSCE optimised against."""
+    from cflib.bench.seeds import train_seed
+
+    s = train_seed("psce_class_ae", seeds.train)
+    return {c: zoo.autoencoder(dataset, c, profile, s, device=device, arch=PSCE_CLASS_AE)[0]
+            for c in range(10)}
+
+
+def psce_variants(clf, dataset: str, profile, seeds: Seeds, device="cpu") -> dict:
+    """PSCE's ablation explainers (:data:`PSCE_VARIANTS`), built like the catalog's PSCE."""
+    from dataclasses import replace
+
+    base = catalog.build("PSCE", clf, dataset=dataset, profile=profile, seeds=seeds)
+    class_aes = None
+    out = {}
+    for variant, (delta, manifold) in PSCE_VARIANTS.items():
+        if manifold == "target-class":
+            class_aes = class_aes or psce_class_autoencoders(dataset, profile, seeds, device)
+            ae = class_aes
+        else:
+            ae = base.autoencoder
+        out[variant] = type(base)(clf, replace(base.config, delta=delta), autoencoder=ae)
+    return out
 
 
 # -- the chapter: both classifiers, tidy results, spread over repeats --------------------------
@@ -270,12 +369,15 @@ def run_bayesian_table(dataset: str = "mnist", models=tuple(MODELS), profile="st
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     """Mean, standard deviation (ddof 1; NaN for one repeat) and number of repeats of
-    every (model, method, metric); the classifiers' accuracy rows are left out."""
+    every (model, method, variant, metric); the classifiers' accuracy rows are left out."""
     out = _summarise(results[results["method"] != CLASSIFIER], over="repeat")
-    return out[["model", "method", "metric", "mean", "std", "n"]]
+    return out[["model", "method", "variant", "metric", "mean", "std", "n"]]
 
 
 def shape_checks(summary: pd.DataFrame) -> pd.DataFrame:
     """The paper's expected shape (``expected.csv``, table ``bayes``) per Bayesian
-    classifier, on :func:`summarise`'s means over repeats (ties count as holding)."""
-    return _shape_checks(summary.rename(columns={"mean": "value"}), "bayes", by=["model"])
+    classifier, on :func:`summarise`'s means over repeats of the table's rows (ties count
+    as holding; a ``best`` is among the five methods, not the reference rows)."""
+    main = summary[summary["variant"] == ""] if "variant" in summary.columns else summary
+    return _shape_checks(main.rename(columns={"mean": "value"}), "bayes", by=["model"],
+                         candidates=BAYES_METHODS)

@@ -9,7 +9,7 @@ with the mean over pairs as ``aggregate = "mean over pairs"``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import pandas as pd
@@ -34,7 +34,9 @@ from cflib.metrics import (
     IM1,
     IM2,
     KID,
+    N_ALREADY_TARGET,
     PROXIMITY,
+    PROXIMITY_TO_RECONSTRUCTION,
     SECONDS_PER_CF,
     VALIDITY,
     FrozenFeatures,
@@ -42,13 +44,24 @@ from cflib.metrics import (
     fid_kid,
 )
 from cflib.metrics.aupc import AUPCResult
+from cflib.metrics.spec import MetricSpec, register
 
 log = logging.getLogger("cflib")
 
 #: the rows of the C3LT table (the paper's rows, each of our reference rows and
 #: variants beside the row it explains)
 C3LT_METHODS = ["Original Data", "Query (unchanged)", "Adv. Attack", "CEM", "CEM (targeted)",
-                "CVE", "CVE (receptive field)", "ExpGAN", "C3LT", "C3LT (reconstruction)"]
+                "CEM (paper budget)", "CVE", "CVE (receptive field)", "ExpGAN", "C3LT",
+                "C3LT (reconstruction)", "C3LT (inverted)"]
+#: rows run on fewer queries than the others (their budget): name -> queries per pair
+QUERY_LIMITS = {"CEM (paper budget)": lambda prof: prof.c3lt.cem_paper_queries}
+#: sensitivity checks computed beside a row (the ``variant`` column): (method, variant)
+#: -> the config fields it changes
+VARIANTS = {("CEM", "kappa=0"): {"kappa": 0.0}}
+#: a method moving at least this share of Original Data's proximity on a pair edits the
+#: query about as much as a different real image of the target would: a realism lead is
+#: then confounded with redrawing the image (flagged in the tables)
+CONFOUNDED_RATIO = 0.8
 #: the rows the paper reports
 PAPER_METHODS = ["Original Data", "Adv. Attack", "CEM", "CVE", "ExpGAN", "C3LT"]
 
@@ -107,7 +120,14 @@ C3LT_METRICS = (IM1, IM2, FID, KID, AUPC_TARGET, AUPC_QUERY, COUT, PROXIMITY, VA
                 SECONDS_PER_CF)
 #: what CVE reports besides the table's metrics (computed only where the method has them)
 CVE_METRICS = (EDITS, FEATURE_VALIDITY)
-C3LT_TABLE = Table("c3lt", tuple(C3LT_METHODS), C3LT_METRICS + CVE_METRICS)
+PROXIMITY_VS_REAL = register(MetricSpec(
+    "Proximity_vs_real", None, False,
+    "proximity over Original Data's on the same pair: at 0.8 or more the method moves the "
+    "query about as far as a different real image of the target class would"))[0]
+#: what the runner derives after every method of a pair has run
+DERIVED_METRICS = (PROXIMITY_VS_REAL,)
+C3LT_TABLE = Table("c3lt", tuple(C3LT_METHODS),
+                   C3LT_METRICS + CVE_METRICS + (PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET))
 
 
 def load_eval_models(dataset: str, classes, profile="standard", seed: int = 0,
@@ -140,6 +160,11 @@ class TableRun:
     counterfactuals: dict = field(default_factory=dict)   # (pair, method) -> Counterfactuals
     curves: dict = field(default_factory=dict)            # (pair, method) -> AUPCResult
     models: EvalModels | None = None
+    training: pd.DataFrame = field(default_factory=pd.DataFrame)  # C3LT's curves per epoch
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Extra tables written beside the results: C3LT's training curves."""
+        return {"c3lt_training": self.training} if len(self.training) else {}
 
     @property
     def pairs(self) -> list[str]:
@@ -170,7 +195,7 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
     classes = [c for p in pairs for c in p]
     models = load_eval_models(dataset, classes, prof, seeds.train, device)
     x_test, y_test = load_split(dataset, "test")
-    rows, cfs, curves = [], {}, {}
+    rows, cfs, curves, training = [], {}, {}, {}
     common = {"dataset": dataset, **seeds.columns(), "profile": prof.name}
     rows.append({**common, "method": CLASSIFIER, "metric": ACCURACY.name,
                  "value": models.classifier_info["test_accuracy"]})
@@ -179,21 +204,39 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
         xq, _ = class_subset(x_test, y_test, q, n_images, seeds("queries"))
         xt, _ = class_subset(x_test, y_test, t)
         reference, pool = split_reference(xt, seeds("reference_split"))
-        for method in methods:
-            log.info("%s %s: %s on %d images", dataset, label, method, len(xq))
+        jobs = [(m, "") for m in methods] + [k for k in VARIANTS if k[0] in methods]
+        prox: dict[tuple[str, str], float] = {}
+        for method, variant in jobs:
+            limit = QUERY_LIMITS.get(method)
+            xm = xq[:limit(prof)] if limit else xq
+            log.info("%s %s: %s%s on %d images", dataset, label, method,
+                     f" [{variant}]" if variant else "", len(xm))
             # Original Data draws from the half of the real target images that FID/KID
             # do not use as their reference
             data = ({"pool": (pool, torch.full((len(pool),), t))}
                     if method == "Original Data" else {})
             explainer = catalog.build(method, models.classifier, dataset=dataset, profile=prof,
                                       seeds=seeds, pair=(q, t), **data)
-            cf = explainer.explain(xq.to(device), t, seed=seeds("explain")).cpu()
+            if variant:
+                explainer.config = replace(explainer.config, **VARIANTS[(method, variant)])
+            cf = explainer.explain(xm.to(device), t, seed=seeds("explain")).cpu()
             ctx = PairContext(cf, q, t, models, reference, prof.c3lt.aupc_steps, seeds("kid"))
-            rows += [{**common, "pair": label, "method": method, "metric": k, "value": v}
-                     for k, v in evaluate(ctx, C3LT_TABLE.metrics).items()]
-            cfs[(label, method)] = cf
-            curves[(label, method)] = ctx.curves
+            values = evaluate(ctx, C3LT_TABLE.metrics)
+            rows += [{**common, "pair": label, "method": method, "variant": variant,
+                      "metric": k, "value": v} for k, v in values.items()]
+            prox[(method, variant)] = values["Proximity"]
+            if not variant:
+                cfs[(label, method)] = cf
+                curves[(label, method)] = ctx.curves
+                if "history" in getattr(explainer, "info", {}) and method == "C3LT":
+                    training[label] = explainer.info["history"]
+        real = prox.get(("Original Data", ""))
+        if real:
+            rows += [{**common, "pair": label, "method": m, "variant": v,
+                      "metric": PROXIMITY_VS_REAL.name, "value": p / real}
+                     for (m, v), p in prox.items()]
     df = tidy(rows)
     acc = df[df["method"] == CLASSIFIER]
     df = pd.concat([acc, with_pair_means(df[df["method"] != CLASSIFIER])], ignore_index=True)
-    return TableRun(tidy(df), cfs, curves, models)
+    hist = pd.DataFrame([{"pair": k, **h} for k, hs in training.items() for h in hs])
+    return TableRun(tidy(df), cfs, curves, models, hist)

@@ -8,17 +8,26 @@ computes the FP recourse once with :class:`~cflib.explainers.latent.LatentRecour
 through the cache and scores it against that shared FP recourse with the table's
 metric specs (:data:`QUANT_METRICS`):
 
-- ``Accuracy`` on the test split (the full split; the public code uses its queries);
-- ``VD``: share of FP recourse the compressed model rejects (NaN when none exists);
+- ``Accuracy`` on the test split (the full split; the public code uses its queries), and
+  per class;
+- ``VD``: share of FP recourse the compressed model rejects (NaN when none exists), with
+  a Wilson (binomial) interval;
 - ``CRG``: relative cost gap of the two models' own recourse (0 is best);
 - ``DirSim``: cosine of the two latent actions (standardised deltas);
-- ``Overhead``: ``(T_fp + T_m) / (T_fp + T_PTQ INT8)``, seconds stored in the cache;
+- ``Overhead``: ``T_m / T_PTQ INT8``, each recipe's own compression seconds (stored in the
+  cache) over PTQ INT8's, and ``T_m / T_MixedPrec-QAT`` beside it;
+- the false-acceptance companions of VD (a model that accepts everything has VD 0):
+  ``FA_recon``, the share of autoencoder reconstructions of non-target test images the
+  model puts in the target, and ``FA_infeasible``, the share of queries whose FP recourse
+  failed that the model accepts at the FP's last point, each with a Wilson interval;
 
-plus bootstrap half-widths, feasibility, transfer margins, bits and timings.  Besides
-the table (``variant = ""``) it computes the protocol check rows (``repo_init``,
-``raw_latent``, ``own_fp_reference`` and, behind ``quant.teacher_k10``,
-``teacher_K10``), the uniform-bit PTQ sweep and each model's bit allocation.
-Every argument is checked before anything is trained.
+plus bootstrap half-widths, feasibility, transfer margins, bits and timings.  Beside the
+seven recipes it scores ``FP32 + retrain``, the FP model trained for the QAT rows'
+extra epochs without quantization (the control of every QAT row).  Besides the table
+(``variant = ""``) it computes the protocol check rows (``repo_init``, ``raw_latent``,
+``own_fp_reference`` and, behind ``quant.teacher_k10``, ``teacher_K10``), the
+uniform-bit PTQ sweep and each model's bit allocation.  Every argument is checked
+before anything is trained.
 """
 from __future__ import annotations
 
@@ -48,25 +57,35 @@ from cflib.metrics.recourse import (
     AVG_ACT_BITS,
     AVG_WEIGHT_BITS,
     BIT_COST,
+    CLASS_ACCURACY,
     COMPRESS_SECONDS,
     CRG,
     CRG_CI,
     DIRSIM,
     DIRSIM_CI,
+    FA_INFEASIBLE,
+    FA_INFEASIBLE_HIGH,
+    FA_INFEASIBLE_LOW,
+    FA_RECON,
+    FA_RECON_HIGH,
+    FA_RECON_LOW,
     FP_FEASIBLE,
     MEDIAN_DELTA,
     N_ALREADY_TARGET,
     N_BOTH_FEASIBLE,
     N_FP_FEASIBLE,
+    N_FP_INFEASIBLE,
     N_QUERIES,
     OVERHEAD,
+    OVERHEAD_VS_MIXEDPREC,
     Q_FEASIBLE,
     SPARSITY,
     TEACHER_SUCCESS,
     TRAIN_SECONDS,
     TRANSFER_MARGIN,
     VD,
-    VD_CI,
+    VD_HIGH,
+    VD_LOW,
 )
 from cflib.metrics.spec import MetricSpec, register
 from cflib.quantization.fake import check_bits
@@ -77,13 +96,16 @@ log = logging.getLogger("cflib")
 
 TABLE = "quant"
 FP32 = "FP32"
+RETRAIN = zoo.RETRAIN            # "FP32 + retrain": the QAT rows' control
 BASELINE = "PTQ INT8"            # Overhead's denominator, as in the listing (1.00x)
-#: the rows of the chapter: FP32 (reference) first, then the listing's order
-QUANT_ROWS = [FP32, *RECIPES]
+MIXEDPREC = "MixedPrec-QAT"      # the public code's runtime script's denominator
+#: the rows of the chapter: FP32 (reference) and its retrained control first, then the
+#: listing's order
+QUANT_ROWS = [FP32, RETRAIN, *RECIPES]
 PTQ_ROWS = ["PTQ INT8", "PTQ INT4", "CF-PTQ"]
 QAT_ROWS = ["MixedPrec-QAT", "CFQ-QAT", "KD+Quant", "Prune+Quant"]
 #: the protocol check rows (the ``variant`` column)
-CHECK_VARIANTS = ("repo_init", "raw_latent", "own_fp_reference", "teacher_K10")
+CHECK_VARIANTS = ("repo_init", "raw_latent", "own_fp_reference", "teacher_K10", "code_bits")
 N_BOOT = rm.N_BOOT
 DEFAULT_TARGET = 0               # T-shirt/top, as the code
 
@@ -95,7 +117,10 @@ class QuantContext:
 
     ``fp``: the reference recourse (on the FP model); ``q``: the row's own recourse
     (on f_q; None for the FP32 row); ``logits_at_fp``: f_q's logits at ``fp.x_cf``;
-    ``info``: the model's cache info; ``overhead``: its Overhead.
+    ``info``: the model's cache info; ``overhead`` / ``overhead_mixedprec``: its two
+    Overhead readings; ``fa_pred``: the model's decisions on the autoencoder
+    reconstructions of the false-acceptance images; ``test_pred`` / ``test_y``: its
+    decisions on the accuracy images and their labels.
     """
 
     fp: Counterfactuals
@@ -106,6 +131,10 @@ class QuantContext:
     overhead: float = math.nan
     seed: int = 0
     n_boot: int = N_BOOT
+    overhead_mixedprec: float = math.nan
+    fa_pred: torch.Tensor | None = None
+    test_pred: torch.Tensor | None = None
+    test_y: torch.Tensor | None = None
 
     @property
     def fp_success(self) -> torch.Tensor:
@@ -123,6 +152,27 @@ class QuantContext:
     @cached_property
     def vd_events(self) -> torch.Tensor:
         return rm.vd_events(self.fp_success, self.q_valid)
+
+    @cached_property
+    def fa_events(self) -> torch.Tensor:
+        """Per reconstruction: 1 where the model puts it in the target."""
+        return (self.fa_pred.cpu() == self.target).double()
+
+    @cached_property
+    def infeasible_accepted(self) -> torch.Tensor:
+        """Per query whose FP recourse failed (already-target queries excluded): 1 where
+        the compressed model accepts the FP's last point; NaN for the other queries."""
+        out = self.q_valid.double()
+        skip = self.fp_success | (self.fp.pred.cpu() == self.target)
+        out[skip] = float("nan")
+        return out
+
+    def class_accuracy(self, k: int) -> float:
+        """Test accuracy on the images of class ``k``."""
+        mask = self.test_y.cpu() == k
+        if not mask.any():
+            return float("nan")
+        return (self.test_pred.cpu()[mask] == k).double().mean().item()
 
     @cached_property
     def cost_gap(self) -> torch.Tensor:
@@ -152,29 +202,34 @@ class QuantContext:
 MODEL_ACCURACY = register(MetricSpec(
     "Accuracy", lambda c: float(c.info["test_accuracy"]), True,
     "classifier test accuracy (a fraction)"))[0]
+FA_METRICS = (FA_RECON, FA_RECON_LOW, FA_RECON_HIGH)
 #: every metric of the chapter
 QUANT_METRICS = (
-    MODEL_ACCURACY, VD, CRG, DIRSIM, OVERHEAD, VD_CI, CRG_CI, DIRSIM_CI, FP_FEASIBLE,
+    MODEL_ACCURACY, VD, VD_LOW, VD_HIGH, CRG, DIRSIM, OVERHEAD, OVERHEAD_VS_MIXEDPREC, *FA_METRICS,
+    FA_INFEASIBLE, FA_INFEASIBLE_LOW, FA_INFEASIBLE_HIGH, CRG_CI, DIRSIM_CI, FP_FEASIBLE,
     Q_FEASIBLE, TRANSFER_MARGIN, AVG_WEIGHT_BITS, AVG_ACT_BITS, BIT_COST, COMPRESS_SECONDS,
     TRAIN_SECONDS, TEACHER_SUCCESS, SPARSITY, MEDIAN_DELTA, N_QUERIES, N_FP_FEASIBLE,
-    N_BOTH_FEASIBLE, N_ALREADY_TARGET,
+    N_FP_INFEASIBLE, N_BOTH_FEASIBLE, N_ALREADY_TARGET, *CLASS_ACCURACY,
 )
 QUANT_TABLE = Table(TABLE, tuple(QUANT_ROWS), QUANT_METRICS)
 #: what each kind of row carries
 FP32_METRICS = (MODEL_ACCURACY, FP_FEASIBLE, MEDIAN_DELTA, TRAIN_SECONDS, N_QUERIES, N_FP_FEASIBLE,
-                N_ALREADY_TARGET)
-ROW_METRICS = (MODEL_ACCURACY, VD, CRG, DIRSIM, OVERHEAD, VD_CI, CRG_CI, DIRSIM_CI, Q_FEASIBLE,
-               TRANSFER_MARGIN, AVG_WEIGHT_BITS, AVG_ACT_BITS, BIT_COST, COMPRESS_SECONDS,
-               N_QUERIES, N_FP_FEASIBLE, N_BOTH_FEASIBLE)
+                N_ALREADY_TARGET, *FA_METRICS, *CLASS_ACCURACY)
+ROW_METRICS = (MODEL_ACCURACY, VD, VD_LOW, VD_HIGH, CRG, DIRSIM, OVERHEAD, OVERHEAD_VS_MIXEDPREC,
+               *FA_METRICS, FA_INFEASIBLE, FA_INFEASIBLE_LOW, FA_INFEASIBLE_HIGH, CRG_CI,
+               DIRSIM_CI, Q_FEASIBLE, TRANSFER_MARGIN, AVG_WEIGHT_BITS, AVG_ACT_BITS, BIT_COST,
+               COMPRESS_SECONDS, N_QUERIES, N_FP_FEASIBLE, N_FP_INFEASIBLE, N_BOTH_FEASIBLE,
+               *CLASS_ACCURACY)
 #: reported where the model's training record holds them (runner.evaluate's ``optional``)
 OPTIONAL_METRICS = (("teacher_success", TEACHER_SUCCESS), ("sparsity", SPARSITY))
 CHECK_METRICS = {
-    "repo_init": (MODEL_ACCURACY, VD),
+    "repo_init": (MODEL_ACCURACY, VD, FA_RECON),
     "raw_latent": (FP_FEASIBLE, MEDIAN_DELTA),
     "own_fp_reference": (VD, CRG, DIRSIM, FP_FEASIBLE),
     "teacher_K10": ROW_METRICS,
+    "code_bits": (MODEL_ACCURACY, VD, FA_RECON, AVG_WEIGHT_BITS, AVG_ACT_BITS),
 }
-SWEEP_METRICS = (MODEL_ACCURACY, VD, TRANSFER_MARGIN)
+SWEEP_METRICS = (MODEL_ACCURACY, VD, TRANSFER_MARGIN, FA_RECON)
 
 
 # -- arguments -------------------------------------------------------------------------------
@@ -269,6 +324,7 @@ def check_arguments(dataset, profile, train_seeds, data_seed, device, methods, t
     for s in train_seeds:
         zoo.quant_pool(dataset, prof, s)
     quant_queries(dataset, prof.quant.n_queries, t, Seeds(data=data_seed)("quant_queries"))
+    false_acceptance_images(dataset, prof.quant.n_fa_images, t, Seeds(data=data_seed)("quant_fa"))
     return dataset, prof, train_seeds, data_seed, dev, methods, t
 
 
@@ -288,12 +344,44 @@ class RowRecourse:
     margin: torch.Tensor | None
 
 
-def overhead(fp_info: dict, infos: Mapping[str, dict], baseline: str = BASELINE
-             ) -> dict[str, float]:
-    """Overhead of every model of ``infos`` from the seconds their cache infos hold:
-    ``(train_seconds of FP32 + compress_seconds) / (same for the baseline)``."""
-    return rm.overhead({m: i["compress_seconds"] for m, i in infos.items()},
-                       fp_info["train_seconds"], baseline)
+def overhead(infos: Mapping[str, dict], baseline: str = BASELINE) -> dict[str, float]:
+    """Overhead of every model of ``infos`` from the compression seconds their cache infos
+    hold: ``T_m / T_baseline`` (:func:`cflib.metrics.recourse.overhead`); all NaN when the
+    baseline is not among them."""
+    if baseline not in infos:
+        return {m: math.nan for m in infos}
+    return rm.overhead({m: i["compress_seconds"] for m, i in infos.items()}, baseline)
+
+
+def false_acceptance_images(dataset: str, n: int, target: int, seed: int = 0) -> torch.Tensor:
+    """The images of the false-acceptance rate: ``n`` test images outside the target class,
+    drawn with ``seed`` (the data seed's ``quant_fa`` purpose).  They may overlap the
+    queries; what is scored is the model's decision on their autoencoder reconstructions."""
+    x, y = load_split(dataset, "test")
+    keep = torch.nonzero(y != target).squeeze(1)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(keep):
+        raise ValueError(f"quant.n_fa_images must be an int in 1..{len(keep)}, got {n!r}")
+    perm = torch.randperm(len(keep), generator=torch.Generator().manual_seed(seed))[:n]
+    return x[keep[perm]]
+
+
+@torch.no_grad()
+def reconstruct(autoencoder: nn.Module, x: torch.Tensor, batch_size: int = 512) -> torch.Tensor:
+    """The autoencoder's reconstructions of ``x`` (CPU), in batches on its device."""
+    dev = next(autoencoder.parameters()).device
+    was = autoencoder.training
+    autoencoder.eval()
+    try:
+        out = [autoencoder(x[i:i + batch_size].to(dev)).cpu()
+               for i in range(0, len(x), batch_size)]
+    finally:
+        autoencoder.train(was)
+    return torch.cat(out)
+
+
+def decisions(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """``argmax model(x)`` per image (CPU)."""
+    return logits_on(model, x).argmax(1).cpu()
 
 
 class _Seed:
@@ -308,6 +396,9 @@ class _Seed:
         self.fp, self.fp_info = zoo.small_cnn(dataset, prof, seeds.train, device)
         self.ae, self.ae_info = zoo.latent_autoencoder(dataset, prof, seeds.train, device)
         self.solver = solver_config(prof)
+        self.fa_recon = reconstruct(self.ae, false_acceptance_images(
+            dataset, prof.quant.n_fa_images, target, seeds("quant_fa")))
+        self.x_test, self.y_test = zoo.quant_test_split(dataset, prof, seeds.train)
         self.base = {"dataset": dataset, **seeds.columns(), "profile": prof.name}
 
     def solve(self, model: nn.Module, config: LatentRecourseConfig | None = None
@@ -320,9 +411,12 @@ class _Seed:
                              target=self.t, config=config, fp=self.fp, autoencoder=self.ae)
 
     def context(self, q: nn.Module, info: dict, fp_cf: Counterfactuals,
-                q_cf: Counterfactuals | None, over: float = math.nan) -> QuantContext:
-        return QuantContext(fp_cf, q_cf, logits_on(q, fp_cf.x_cf), self.t, info, over,
-                            self.seeds("quant_explain"))
+                q_cf: Counterfactuals | None, over: float = math.nan,
+                over_mixed: float = math.nan) -> QuantContext:
+        return QuantContext(fp_cf, q_cf, logits_on(q, fp_cf.x_cf),
+                            self.t, info, over, self.seeds("quant_explain"), N_BOOT,
+                            over_mixed, decisions(q, self.fa_recon),
+                            decisions(q, self.x_test), self.y_test)
 
     def rows(self, method: str, variant: str, values: dict[str, float]) -> list[dict]:
         return [{**self.base, "method": method, "variant": variant, "metric": k,
@@ -347,20 +441,25 @@ def _run_seed(dataset, prof, seeds: Seeds, device, methods, t) -> "QuantRun":
 
     # FP32: the reference recourse, computed once
     fp_cf = s.solve(s.fp)
-    fp_ctx = QuantContext(fp_cf, None, None, t, {**s.fp_info}, seed=seeds("quant_explain"))
+    fp_ctx = s.context(s.fp, {**s.fp_info}, fp_cf, None)
     rows += s.rows(FP32, "", evaluate(fp_ctx, FP32_METRICS))
     rec[(seed, "", FP32)] = fp_ctx.record()
 
-    # the compressed rows (PTQ INT8 always: Overhead's baseline)
+    # the compressed rows (PTQ INT8 always: Overhead's baseline) and the retrained control
     models = {m: s.quantized(m) for m in dict.fromkeys([BASELINE, *methods])}
-    over = overhead(s.fp_info, {m: i for m, (_, i) in models.items()})
+    if any(m in QAT_ROWS for m in methods):
+        rq, rinfo = zoo.small_cnn_retrained(dataset, prof, seed, device, fp=s.fp)
+        models = {RETRAIN: (rq, {**rinfo, "bits": {}, "avg_weight_bits": 32.0,
+                                 "avg_act_bits": 32.0, "bit_cost": 32.0}), **models}
+    infos = {m: i for m, (_, i) in models.items()}
+    over, over_mixed = overhead(infos), overhead(infos, MIXEDPREC)
     own: dict[str, Counterfactuals] = {}
-    for m in methods:
+    for m in [m for m in models if m == RETRAIN or m in methods]:
         q, info = models[m]
         log.info("quant %s seed %d: %s (accuracy %.4f, bits %s)", dataset, seed, m,
                  info["test_accuracy"], info["bits"])
         own[m] = s.solve(q)
-        ctx = s.context(q, info, fp_cf, own[m], over[m])
+        ctx = s.context(q, info, fp_cf, own[m], over[m], over_mixed[m])
         rows += s.rows(m, "", evaluate(ctx, ROW_METRICS, OPTIONAL_METRICS))
         rec[(seed, "", m)] = ctx.record()
         bits += [{"method": m, "quantizer": k, "bits": int(b), "train_seed": seed,
@@ -383,13 +482,26 @@ def _run_seed(dataset, prof, seeds: Seeds, device, methods, t) -> "QuantRun":
         ctx = s.context(q, info, ref_cf, own[m])
         rows += s.rows(m, "own_fp_reference", evaluate(ctx, CHECK_METRICS["own_fp_reference"]))
         rec[(seed, "own_fp_reference", m)] = ctx.record()
+    for m in [m for m in ("MixedPrec-QAT", "CFQ-QAT") if m in methods]:
+        cfg = zoo.recipe_config(m, prof)
+        code = replace(cfg, target_avg_bits=4.0, bit_lambda=0.01, policy_lr=None)
+        if code != cfg:       # the code's bit budget, penalty and policy learning rate
+            q, info = s.quantized(f"{m} [code_bits]", code)
+            ctx = s.context(q, info, fp_cf, None)
+            rows += s.rows(m, "code_bits", evaluate(ctx, CHECK_METRICS["code_bits"]))
+            bits += [{"method": f"{m} [code_bits]", "quantizer": k, "bits": int(b),
+                      "train_seed": seed, "profile": prof.name}
+                     for k, b in info["bits"].items()]
     if prof.quant.teacher_k10 and "CFQ-QAT" in methods:
         cfg = replace(zoo.recipe_config("CFQ-QAT", prof), teacher_steps=10)
         q, info = s.quantized("CFQ-QAT [teacher_K10]", cfg)
-        k_over = overhead(s.fp_info, {BASELINE: models[BASELINE][1], "K10": info})["K10"]
-        ctx = s.context(q, info, fp_cf, s.solve(q), k_over)
+        k_infos = {**infos, "K10": info}
+        ctx = s.context(q, info, fp_cf, s.solve(q), overhead(k_infos)["K10"],
+                        overhead(k_infos, MIXEDPREC)["K10"])
         rows += s.rows("CFQ-QAT", "teacher_K10", evaluate(ctx, ROW_METRICS, OPTIONAL_METRICS))
         rec[(seed, "teacher_K10", "CFQ-QAT")] = ctx.record()
+        bits += [{"method": "CFQ-QAT [teacher_K10]", "quantizer": k, "bits": int(b),
+                  "train_seed": seed, "profile": prof.name} for k, b in info["bits"].items()]
 
     # the uniform-bit PTQ sweep, forward-only at the FP recourse points
     sweep = []
@@ -514,7 +626,8 @@ def _pooled(run: QuantRun, method: str, attr: str) -> torch.Tensor:
 
 
 #: the per-query values behind each metric of a paired comparison
-PAIRED_ATTR = {"VD": "vd_events", "CRG": "cost_gap", "DirSim": "dirsim"}
+PAIRED_ATTR = {"VD": "vd_events", "CRG": "cost_gap", "DirSim": "dirsim",
+               "Transfer_Margin": "margin"}
 
 
 def shape_checks(run: QuantRun, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataFrame:
@@ -531,14 +644,20 @@ def shape_checks(run: QuantRun, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataF
         means = pd.concat([means, sw[["method", "metric", "value"]]], ignore_index=True)
 
     def paired(a: str, b: str, metric: str):
+        """Both rows' per-query values on the queries that count for both (NaN
+        elsewhere), so the two means are over the same queries."""
         attr = PAIRED_ATTR[metric]
-        return _pooled(run, a, attr), _pooled(run, b, attr)
+        va, vb = _pooled(run, a, attr).clone(), _pooled(run, b, attr).clone()
+        out = torch.isnan(va) | torch.isnan(vb)
+        va[out], vb[out] = float("nan"), float("nan")
+        return va, vb
 
     return _shape_checks(means, TABLE, paired=paired, n_boot=n_boot, seed=seed,
-                         candidates=run.methods)
+                         candidates=[m for m in run.methods if m in RECIPES])
 
 
 __all__ = ["run_quant", "run_quant_table", "QuantRun", "RowRecourse", "QuantContext",
            "summarise", "shape_checks", "overhead", "check_table", "quant_queries",
+           "false_acceptance_images", "reconstruct", "decisions", "RETRAIN",
            "QUANT_ROWS", "QUANT_METRICS", "QUANT_TABLE", "check_arguments", "check_methods",
            "check_device", "solver_config"]

@@ -10,9 +10,10 @@ from pathlib import Path
 from cflib.bench.data import PROJECT_ROOT
 from cflib.book.build.digests import source_digests, stale_reasons
 from cflib.book.build.execute import build
-from cflib.book.build.notebook import to_notebook
-from cflib.book.build.paths import BOOK_RUN, CHAPTER_DIR, rel
-from cflib.book.chapters import CHAPTERS, check, get_chapter
+from cflib.book.build.notebook import fill_discussion, to_notebook
+from cflib.book.build.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
+from cflib.book.chapters import CHAPTERS, check, get_chapter, run_params
+from cflib.env import scheduler as env_scheduler
 from cflib.io import atomic_write
 
 
@@ -50,7 +51,7 @@ def execute_chapters(names, run: dict, workers: int | None = None,
 
     names = list(names)
     deps = dependencies(names)
-    address = scheduler or os.environ.get("CFLIB_SCHEDULER")
+    address = scheduler or env_scheduler()
     n = workers or min(len(names), os.cpu_count() or 1)
     if not names:
         return {}
@@ -125,7 +126,7 @@ def build_book(profile: str = "standard", device: str = "cpu", train_seed: int =
     notebooks, stale = {}, []
     deps = dependencies(CHAPTERS)
     for name in CHAPTERS:
-        params = check(name, dict(run))
+        params = check(name, run_params(name, run))
         if book_run and not rerun:
             reasons = stale_reasons(name, params)
             reasons += [f"it reads {d}, which is re-executed" for d in deps[name] if d in stale]
@@ -170,8 +171,10 @@ def build_book(profile: str = "standard", device: str = "cpu", train_seed: int =
     return index
 
 
-def refresh_prose(chapter: str, out_dir: Path | None = None) -> Path:
-    """Copy the source's markdown cells into an executed chapter, without re-running it.
+def refresh_prose(chapter: str, out_dir: Path | None = None,
+                  results_dir: Path | None = None) -> Path:
+    """Copy the source's markdown cells into an executed chapter, without re-running it,
+    and fill its discussion again from the results (the committed ones by default).
 
     Only for prose edits: the code cells of the source and of the executed notebook
     must be identical, else a ValueError asks for a re-execution.
@@ -193,6 +196,7 @@ def refresh_prose(chapter: str, out_dir: Path | None = None) -> Path:
     for new, old in zip(src.cells, done_cells):
         if new.cell_type == "markdown":
             old.source = new.source
+    fill_discussion(done, ch, results_dir or RESULTS_DIR)
     meta = done.metadata.get("cflib")
     if meta and "inputs" in meta:        # the prose is an input: record its new digest
         meta["inputs"]["source"] = source_digests(ch)

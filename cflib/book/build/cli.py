@@ -7,8 +7,8 @@ import json
 from cflib.book.build.assemble import refresh_prose
 from cflib.book.build.digests import stale_reasons
 from cflib.book.build.execute import build
-from cflib.book.build.paths import is_book_run, rel
-from cflib.book.chapters import CHAPTERS, check, get_chapter
+from cflib.book.build.paths import is_book_run, output_dirs, rel
+from cflib.book.chapters import CHAPTERS, check, get_chapter, run_params
 
 
 def parse_extra(pairs) -> dict:
@@ -28,11 +28,11 @@ def main(argv=None):
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("chapter", choices=list(CHAPTERS) + ["all"])
     ap.add_argument("--profile", default="standard")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--train-seed", type=int, default=0,
-                    help="seeds every network the chapter trains")
-    ap.add_argument("--data-seed", type=int, default=0,
-                    help="seeds the queries and every evaluation draw")
+    ap.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default cpu)")
+    ap.add_argument("--train-seed", type=int, default=None,
+                    help="seeds every network the chapter trains (default 0)")
+    ap.add_argument("--data-seed", type=int, default=None,
+                    help="seeds the queries and every evaluation draw (default 0)")
     ap.add_argument("--stale-only", action="store_true",
                     help="execute only chapters whose inputs changed (make book)")
     ap.add_argument("--refresh-prose", action="store_true",
@@ -42,14 +42,17 @@ def main(argv=None):
     args = ap.parse_args(argv)
     extra = parse_extra(args.p)
     names = list(CHAPTERS) if args.chapter == "all" else [args.chapter]
+    asked = {k: v for k, v in (("device", args.device), ("train_seed", args.train_seed),
+                               ("data_seed", args.data_seed)) if v is not None}
     for name in names:
         if args.refresh_prose:
             print(f"{name}: prose refreshed in {rel(refresh_prose(name))}")
             continue
-        params = check(name, {"profile": args.profile, "device": args.device,
-                              "train_seed": args.train_seed, "data_seed": args.data_seed,
-                              **extra})
-        if args.stale_only and is_book_run(params, get_chapter(name)):
+        # what the user asked for must be the chapter's: a seed for a chapter that draws
+        # nothing is refused (run_params fills in the rest of the book's run)
+        given = asked if args.chapter != "all" else run_params(name, asked)
+        params = check(name, {"profile": args.profile, **given, **extra})
+        if args.stale_only and is_book_run(name, params):
             reasons = stale_reasons(name, params)
             if not reasons:
                 if stale_reasons(name, params, prose=True):
@@ -58,7 +61,19 @@ def main(argv=None):
                 continue
             print(f"[{name}] stale: " + "; ".join(reasons[:5])
                   + (f" (+{len(reasons) - 5} more)" if len(reasons) > 5 else ""))
-        build(name, args.profile, args.device, args.train_seed, args.data_seed, extra)
+        build(name, args.profile, asked.get("device", "cpu"), asked.get("train_seed", 0),
+              asked.get("data_seed", 0), extra)
+        if not is_book_run(name, params):
+            _how_to_view(name, params)
+
+
+def _how_to_view(name: str, params: dict) -> None:
+    """Where a run that is not the book's wrote, and how to render it."""
+    nb_dir, _ = output_dirs(get_chapter(name), params)
+    print(f"[{name}] this run is not the book's: its notebook and results are in "
+          f"{rel(nb_dir)}/; render a whole book of such runs with "
+          f"`cflib book --profile {params['profile']}` (it writes _build/book-*/), or open "
+          f"{rel(nb_dir / (name + '.ipynb'))} in Jupyter")
 
 
 if __name__ == "__main__":

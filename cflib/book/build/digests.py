@@ -12,8 +12,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from cflib.bench.data import PROJECT_ROOT, data_root
-from cflib.book.build.notebook import to_notebook
+from cflib.bench.data import PROJECT_ROOT, checksums, data_root
+from cflib.book.build.notebook import discussion_template, to_notebook
 from cflib.book.build.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
 from cflib.book.chapters import Chapter, check, get_chapter
 
@@ -46,7 +46,8 @@ def source_digests(chapter: Chapter) -> dict[str, str]:
     a prose-only edit is copied into the page without re-executing (``refresh_prose``)."""
     nb = to_notebook(chapter)
     code = "\n# cell\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    prose = "\n# cell\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    prose = "\n# cell\n".join([c.source for c in nb.cells if c.cell_type == "markdown"]
+                               + [discussion_template(chapter)])
     return {"code": hashlib.sha256(code.encode()).hexdigest()[:16],
             "prose": hashlib.sha256(prose.encode()).hexdigest()[:16]}
 
@@ -55,12 +56,7 @@ def _data_digest(files: list[str]) -> dict[str, str]:
     """sha256 of the data files a run read, from the data root's SHA256SUMS when it has
     one (no re-hashing of 100 MB), else of the files themselves."""
     root = data_root()
-    sums = {}
-    if (root / "SHA256SUMS").exists():
-        for line in (root / "SHA256SUMS").read_text().splitlines():
-            if line.strip():
-                digest, name = line.split(maxsplit=1)
-                sums[name.strip().lstrip("*")] = digest[:16]
+    sums = {k: v[:16] for k, v in checksums(root).items()}
     out = {}
     for f in files:
         out[f] = sums.get(f) or (_sha(root / f) if (root / f).exists() else "missing")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import json
 import logging
 import os
 import shutil
@@ -21,9 +22,11 @@ from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT
 from cflib.book.build.digests import input_digests
-from cflib.book.build.notebook import PROBE, clean, scrub_paths, to_notebook
+from cflib.book.build.notebook import PROBE, clean, fill_discussion, scrub_paths, to_notebook
 from cflib.book.build.paths import FAILED_DIR, RESULTS_DIR, commit, output_dirs, rel
-from cflib.book.chapters import check, get_chapter
+from cflib.book.chapters import check, get_chapter, run_params
+from cflib.env import check_all
+from cflib.env import threads as env_threads
 from cflib.io import atomic_write
 
 log = logging.getLogger("cflib.build")
@@ -75,8 +78,11 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", train_se
     import papermill as pm
 
     ch = get_chapter(chapter)
-    params = check(ch, {"profile": profile, "device": device, "train_seed": train_seed,
-                        "data_seed": data_seed, **(extra or {})})
+    run = run_params(ch, {"profile": profile, "device": device, "train_seed": train_seed,
+                          "data_seed": data_seed})
+    params = check(ch, {**run, **(extra or {})})
+    check_all()                  # every environment variable cflib reads, before any work
+    threads = str(env_threads())
     # papermill cannot read 'x: list | None = ...' annotations and warns about every such
     # parameter; cflib.chapters validated them above (and the notebook does again)
     logging.getLogger("papermill").setLevel(logging.ERROR)
@@ -107,22 +113,19 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", train_se
     nb.cells.append(probe)
     src, executed = work / f"{ch.name}.ipynb", work / f"{ch.name}.out.ipynb"
     nbformat.write(nb, src)
-    run_params = {**params, "results_dir": rel(tmp_results)}
+    injected = {**params, "results_dir": rel(tmp_results)}
     # CPU training depends on the thread count: the kernel gets CFLIB_THREADS (default 1,
     # the book's runs) so that a re-run reproduces the committed numbers
-    threads = os.environ.get("CFLIB_THREADS", "1")
     env = {"CFLIB_LOG": "INFO", "CFLIB_PROGRESS": "0", "OMP_NUM_THREADS": threads,
            "MKL_NUM_THREADS": threads}
     env_before = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     t0 = time.perf_counter()
-    print(f"[{ch.name}] executing at profile {params['profile']}, training seed "
-          f"{params['train_seed']}, data seed {params['data_seed']} "
-          f"(kernel output follows)", flush=True)
+    print(f"[{ch.name}] executing: {_describe(params)} (kernel output follows)", flush=True)
     console = Console(ch.name)
     try:
         # the kernel logs at error level only (no transport warning on the console)
-        pm.execute_notebook(str(src), str(executed), parameters=run_params,
+        pm.execute_notebook(str(src), str(executed), parameters=injected,
                             kernel_name="python3", cwd=str(PROJECT_ROOT), progress_bar=False,
                             log_output=False, stdout_file=console, stderr_file=console,
                             extra_arguments=["--IPKernelApp.log_level=ERROR"])
@@ -145,12 +148,11 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", train_se
     out_nb = nbformat.read(executed, as_version=4)
     when = datetime.date.today().isoformat()
     provenance = (f"*This page was executed on {when} from commit `{commit()}` of the "
-                  f"project, profile `{params['profile']}`, training seed "
-                  f"{params['train_seed']}, data seed {params['data_seed']}, device "
-                  f"`{params['device']}` ({threads} CPU thread(s)), in "
+                  f"project, {_describe(params)} ({threads} CPU thread(s)), in "
                   f"{seconds / 60:.1f} minutes.*")
     reported = clean(out_nb, ch, params, provenance)
-    scrub_paths(out_nb, run_params["results_dir"], rel(res_dir))
+    fill_discussion(out_nb, ch, tmp_results)
+    scrub_paths(out_nb, injected["results_dir"], rel(res_dir))
     inputs = input_digests(ch, {k: v for k, v in params.items()},
                            [PROJECT_ROOT / m if not Path(m).is_absolute() else m
                             for m in reported.get("modules", [])], reported.get("data", []),
@@ -158,17 +160,53 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", train_se
     out_nb.metadata["cflib"] = {"chapter": ch.name, "commit": commit(), "date": when,
                                 "seconds": round(seconds), "threads": int(threads),
                                 "params": params, "inputs": inputs}
-    # success: move results, then the notebook, each atomically
+    # success: move results, then the notebook, each atomically; a file whose content did
+    # not change is left as it is (a re-run with the same outputs changes nothing)
     for f in sorted(tmp_results.glob("*.csv")):
-        if f.relative_to(tmp_results) not in copied:
-            install(f, res_dir / f.name)
+        dest = res_dir / f.name
+        if f.relative_to(tmp_results) not in copied and not _same_bytes(f, dest):
+            install(f, dest)
     final = nb_dir / f"{ch.name}.ipynb"
-    tmp_nb = work / "final.ipynb"
-    nbformat.write(out_nb, tmp_nb)
-    install(tmp_nb, final)
+    if final.exists() and same_outputs(nbformat.read(final, as_version=4), out_nb):
+        print(f"[{ch.name}] done in {seconds:.0f} s: the same outputs as "
+              f"{rel(final)}, left as it was", flush=True)
+    else:
+        tmp_nb = work / "final.ipynb"
+        nbformat.write(out_nb, tmp_nb)
+        install(tmp_nb, final)
+        print(f"[{ch.name}] done in {seconds:.0f} s -> {rel(final)}", flush=True)
     shutil.rmtree(work, ignore_errors=True)
-    print(f"[{ch.name}] done in {seconds:.0f} s -> {rel(final)}", flush=True)
     return final
+
+
+def _describe(params: dict) -> str:
+    parts = [f"profile `{params['profile']}`"]
+    if "train_seed" in params:
+        parts.append(f"training seed {params['train_seed']}")
+    if "data_seed" in params:
+        parts.append(f"data seed {params['data_seed']}")
+    if "device" in params:
+        parts.append(f"device `{params['device']}`")
+    return ", ".join(parts)
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    return b.exists() and a.read_bytes() == b.read_bytes()
+
+
+def same_outputs(old, new) -> bool:
+    """Do two executed notebooks show the same thing (cells, sources and outputs), whatever
+    their run records (date, commit, minutes, execution counts and times)?"""
+    def view(nb):
+        cells = []
+        for c in nb.cells:
+            if "cflib-provenance" in c.get("metadata", {}).get("tags", []):
+                continue
+            outs = [{k: v for k, v in o.items() if k not in ("execution_count", "metadata")}
+                    for o in c.get("outputs", [])]
+            cells.append((c.cell_type, c.source, json.dumps(outs, sort_keys=True)))
+        return cells
+    return view(old) == view(new)
 
 
 def scratch() -> Path:

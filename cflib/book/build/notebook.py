@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 
-from cflib.book.build.paths import DISCUSSION
 from cflib.book.chapters import Chapter
+from cflib.book.report.discussion import discussion_text
 
 MARKER = "<!-- discussion -->"
 
@@ -17,17 +17,36 @@ PROBE = ('import json as _j, sys as _s\n'
 
 
 def personalise(nb, chapter: Chapter) -> None:
-    """Give a chapter made from a shared template its own title and discussion."""
+    """Give a chapter made from a shared template its own title, and its own name where
+    the prose says ``<this chapter>``."""
+    titled = False
     for cell in nb.cells:
-        if cell.cell_type == "markdown" and cell.source.lstrip().startswith("# "):
+        if cell.cell_type != "markdown":
+            continue
+        if not titled and cell.source.lstrip().startswith("# "):
             lines = cell.source.lstrip().split("\n")
             cell.source = "\n".join([f"# {chapter.title}"] + lines[1:])
-            break
-    page = DISCUSSION / f"{chapter.name}.md"
-    text = page.read_text() if page.exists() else ""
-    for cell in nb.cells:
-        if cell.cell_type == "markdown" and MARKER in cell.source:
-            cell.source = cell.source.replace(MARKER, text)
+            titled = True
+        cell.source = cell.source.replace("<this chapter>", chapter.name)
+
+
+def discussion_template(chapter: Chapter) -> str:
+    """The chapter's discussion page (a template filled from the results), or ''."""
+    from cflib.book.report.discussion import template_path
+
+    page = template_path(chapter.name)
+    return page.read_text() if page.exists() else ""
+
+
+def fill_discussion(nb, chapter: Chapter, results_dir) -> None:
+    """Replace the ``<!-- discussion -->`` marker of an executed notebook with the chapter's
+    discussion, every number in it read from ``results_dir`` (and the sweep beside it)."""
+    cells = [c for c in nb.cells if c.cell_type == "markdown" and MARKER in c.source]
+    if not cells:
+        return
+    text = discussion_text(chapter.name, results_dir) if discussion_template(chapter) else ""
+    for cell in cells:
+        cell.source = cell.source.replace(MARKER, text)
 
 
 def to_notebook(chapter: Chapter):
@@ -36,6 +55,8 @@ def to_notebook(chapter: Chapter):
 
     nb = jupytext.read(chapter.path)
     personalise(nb, chapter)
+    for i, cell in enumerate(nb.cells):       # stable ids: a re-run writes the same file
+        cell["id"] = f"{chapter.name}-{i}"
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     return nb

@@ -8,21 +8,22 @@ writes beside them, never over them.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import subprocess
 from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT
-from cflib.book.chapters import Chapter, check
+from cflib.book.chapters import (  # noqa: F401  (the book's run, where runs go)
+    BOOK_RUN,
+    RESULTS_DIR,
+    RUNS_DIR,
+    Chapter,
+    is_book_run,
+    run_folder,
+)
 
 DISCUSSION = PROJECT_ROOT / "book" / "discussion"
 CHAPTER_DIR = PROJECT_ROOT / "book" / "chapters"
-RESULTS_DIR = PROJECT_ROOT / "results"
-RUNS_DIR = PROJECT_ROOT / "_build" / "runs"
 FAILED_DIR = PROJECT_ROOT / "_build" / "failed"
-#: the book's own run; anything else writes beside it
-BOOK_RUN = {"profile": "standard", "train_seed": 0, "data_seed": 0, "device": "cpu"}
 
 
 def rel(path) -> str:
@@ -43,25 +44,15 @@ def commit() -> str:
 
 
 
-def is_book_run(params: dict, chapter: Chapter) -> bool:
-    """Are these the parameters of the book's own run of ``chapter``?"""
-    defaults = check(chapter, dict(BOOK_RUN))
-    return all(params.get(k) == v for k, v in defaults.items() if k != "results_dir")
-
-
 def output_dirs(chapter: Chapter, params: dict) -> tuple[Path, Path]:
     """(folder of the executed notebook, folder of the results) for a run: the book's
-    own for the book's run, else one folder per (profile, seeds, other parameters) that
-    every chapter of such a run shares."""
-    if is_book_run(params, chapter):
+    own for the book's run, the user's ``results_dir`` when one is given (both there),
+    else one folder per (profile, seeds, other parameters) that every chapter of such a
+    run shares (:func:`cflib.book.chapters.run_folder`)."""
+    if params.get("results_dir") is not None:
+        d = Path(params["results_dir"]).expanduser()
+        return d, d
+    if is_book_run(chapter, params):
         return CHAPTER_DIR, RESULTS_DIR
-    defaults = check(chapter, dict(BOOK_RUN))
-    extra = {k: v for k, v in params.items()
-             if k not in ("profile", "train_seed", "data_seed", "results_dir", "results_name",
-                          "dataset")
-             and defaults.get(k) != v}
-    tag = f"{params['profile']}-train{params['train_seed']}-data{params['data_seed']}"
-    if extra:
-        tag += "-" + hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8]
-    d = RUNS_DIR / tag
+    d = run_folder(chapter, params)
     return d, d

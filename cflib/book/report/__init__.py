@@ -6,13 +6,16 @@
 
 Paper values come from :mod:`cflib.bench.reference`, never typed into a notebook.
 """
+from cflib.book.report.display import Page, fmt, page_table, verdicts
 from cflib.book.report.figures import (
     plot_acc_vs_vd,
     plot_aupc_curves,
     plot_bayes_grid,
     plot_bit_allocation,
+    plot_c3lt_training,
     plot_cf_grid,
     plot_fraction_of_bound,
+    plot_im1_vs_confidence,
     plot_perturbation_curves,
     plot_rank_heatmaps,
     plot_recourse_distributions,
@@ -30,8 +33,11 @@ from cflib.book.report.readme import (
 )
 from cflib.book.report.tables import (
     bayes_table,
+    class_accuracy_table,
     comparison_table,
+    confounded_table,
     kendall_tau,
+    machine_table,
     metrics_table,
     pair_table,
     pair_title,
@@ -39,6 +45,7 @@ from cflib.book.report.tables import (
     performance_table,
     perturbation_table,
     profile_table,
+    psce_ablation_table,
     quant_checks_table,
     quant_table,
     rank_methods,
@@ -50,7 +57,7 @@ from cflib.book.report.tables import (
     tuning_table,
 )
 
-__all__ = ["bayes_table", "comparison_table", "kendall_tau", "metrics_table", "pair_table",
+__all__ = ["machine_table", "Page", "fmt", "page_table", "verdicts", "plot_c3lt_training", "confounded_table", "plot_im1_vs_confidence", "psce_ablation_table", "bayes_table", "class_accuracy_table", "comparison_table", "kendall_tau", "metrics_table", "pair_table",
            "pair_title", "pairs_table", "perturbation_table", "profile_table", "rank_methods", "rank_summary",
            "ranking_agreement", "spread_table", "style", "tuning_table", "plot_aupc_curves", "plot_bayes_grid", "plot_cf_grid",
            "plot_perturbation_curves", "plot_rank_heatmaps", "plot_seconds", "headline",

@@ -17,12 +17,12 @@ import pandas as pd
 
 from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT
 from cflib.bench.reference import reported_value
-from cflib.bench.results import CLASSIFIER, pair_means, read_results
+from cflib.bench.results import CLASSIFIER, read_results, table_means
 from cflib.bench.tables.c3lt import C3LT_METRICS
-from cflib.book.build.paths import CHAPTER_DIR
+from cflib.book.build.paths import BOOK_RUN, CHAPTER_DIR
 from cflib.book.chapters import CHAPTERS
 from cflib.book.report.tables import bayes_table, comparison_table, quant_table, spread_table
-from cflib.book.sweep import read_sweep
+from cflib.book.spread import read_sweep
 from cflib.io import atomic_write
 
 SUMMARY_START, SUMMARY_END = "<!-- summary:start -->", "<!-- summary:end -->"
@@ -102,19 +102,29 @@ def _bayes_blocks(df: pd.DataFrame) -> list[str]:
 
 
 def markdown_quant(table: pd.DataFrame, digits: int = 3) -> str:
-    """A ``quant_table`` as markdown: accuracy and overhead ``ours / paper``, VD, CRG and
-    DirSim ``ours ± spread``."""
-    lines = ["| method | Accuracy % | Overhead × | VD | CRG | DirSim | avg bits |",
-             "|---|---|---|---|---|---|---|"]
+    """A ``quant_table`` as markdown: accuracy and overhead ``ours / paper``, VD and the
+    false acceptance on reconstructions ``ours [95 % interval]``, CRG and DirSim
+    ``ours ± spread``."""
+    lines = ["| method | Accuracy % | VD | FA recon | CRG | DirSim | Overhead × | avg bits W/A |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def interval(row, k):
+        v = row[(k, "ours")]
+        if pd.isna(v):
+            return "–"
+        return (f"{_fmt(v, digits)} [{_fmt(row[(k, 'low')], 2)}, "
+                f"{_fmt(row[(k, 'high')], 2)}]")
+
     for method, row in table.iterrows():
         cells = [f"{_fmt(row[('Accuracy %', 'ours')], digits)} / "
                  f"{_fmt(row[('Accuracy %', 'paper')], digits)}",
-                 f"{_fmt(row[('Overhead ×', 'ours')], digits)} / "
-                 f"{_fmt(row[('Overhead ×', 'paper')], digits)}"]
-        for k in ("VD", "CRG", "DirSim"):
+                 interval(row, "VD"), interval(row, "FA recon")]
+        for k in ("CRG", "DirSim"):
             v = row[(k, "ours")]
             cells.append("–" if pd.isna(v) else f"{_fmt(v, digits)} ± {_fmt(row[(k, '±')], 2)}")
-        cells.append(_fmt(row[("bits", "avg")], digits))
+        cells.append(f"{_fmt(row[('Overhead ×', 'ours')], digits)} / "
+                     f"{_fmt(row[('Overhead ×', 'paper')], digits)}")
+        cells.append(f"{_fmt(row[('bits', 'weights')], 2)} / {_fmt(row[('bits', 'acts')], 2)}")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -125,8 +135,10 @@ def _quant_block(df: pd.DataFrame) -> list[str]:
     fp = df[(df["method"] == "FP32") & (df["variant"] == "")].groupby("metric")["value"].mean()
     return [f"**Fashion-MNIST, recourse under quantization**, profile `{df['profile'].iloc[0]}` "
             f"(FP32 test accuracy {fp['Accuracy']:.4f}, FP recourse feasible for "
-            f"{fp['FP_Feasible']:.3f} of the queries); accuracy and overhead ours / paper, VD, "
-            f"CRG and DirSim ours ± {spread} (the paper's are not public):\n\n"
+            f"{fp['FP_Feasible']:.3f} of the queries); accuracy and overhead ours / paper "
+            f"(overhead: compression time over PTQ INT8's, the paper's base is not published), "
+            f"VD and false acceptance on reconstructions with 95 % Wilson intervals, CRG and "
+            f"DirSim ours ± {spread} (the paper's are not public):\n\n"
             + markdown_quant(quant_table(df))]
 
 
@@ -158,7 +170,23 @@ def _frames(results_dir) -> dict[str, pd.DataFrame]:
         raise FileNotFoundError(f"{results_dir} lacks {missing}; the headline needs every "
                                 "chapter's results (run the chapters, or point at the folder "
                                 "that holds them)")
-    return {name: read_results(Path(results_dir) / f"{name}.csv") for name in BLOCKS}
+    frames = {name: read_results(Path(results_dir) / f"{name}.csv") for name in BLOCKS}
+    for name, df in frames.items():
+        run = {"profile": set(df["profile"]), "train_seed": set(df["train_seed"]),
+               "data_seed": set(df["data_seed"])}
+        book = {k: {BOOK_RUN[k]} for k in run}
+        if name in ("mnist_eval", "fashion_mnist_test"):
+            book["train_seed"] = {0}
+        if run != book:
+            raise ValueError(f"{results_dir}/{name}.csv is not the book's run ({run}); the "
+                             "README and the results page show the book's runs only "
+                             f"({BOOK_RUN}): point at the book's results folder")
+        if name in ("mnist_eval", "fashion_mnist_test"):
+            pairs = set(df.loc[df["pair"] != "", "pair"])
+            if len(pairs) != 3:
+                raise ValueError(f"{results_dir}/{name}.csv holds the pairs {sorted(pairs)}, not "
+                                 "the table's three: it is not the book's run")
+    return frames
 
 
 def _cell(frame: pd.DataFrame, method: str, metric: str, **where) -> float:
@@ -175,7 +203,7 @@ def summary(results_dir="results") -> str:
     lines = ["| table | what the committed run shows |", "|---|---|"]
     for name, dataset, title in (("mnist_eval", "mnist", "C3LT table, MNIST"),
                                  ("fashion_mnist_test", "fmnist", "C3LT table, Fashion-MNIST")):
-        m = pair_means(f[name])
+        m = table_means(f[name])
         parts = []
         for metric in ("IM1", "Proximity", "Validity"):
             ours = _cell(m, "C3LT", metric)

@@ -30,7 +30,10 @@ def _scale(metric: str) -> float:
 
 
 def _rows_of(results: pd.DataFrame, pair: str | None) -> pd.DataFrame:
-    """The rows of one pair, or the means over pairs (``pair=None``)."""
+    """The rows of one pair, or the means over pairs (``pair=None``); the table's rows only
+    (a sensitivity variant has its own table)."""
+    if "variant" in results.columns:
+        results = results[results["variant"].fillna("") == ""]
     if pair is None:
         return results[results["aggregate"] == MEAN_OVER_PAIRS]
     return results[(results["pair"] == pair) & (results["aggregate"] == "")]
@@ -60,8 +63,12 @@ def comparison_table(results: pd.DataFrame, table: str, dataset: str, pair: str 
 
 
 def pair_table(results: pd.DataFrame, metrics) -> pd.DataFrame:
-    """Every metric per (pair, method), on the paper's scale: the long form of the table."""
+    """Every metric per (pair, method), on the paper's scale: the long form of the table
+    (the table's rows; a variant row appears as ``method [variant]``)."""
     df = results[results["method"] != CLASSIFIER].copy()
+    if "variant" in df.columns:
+        v = df["variant"].fillna("")
+        df.loc[v != "", "method"] = df["method"] + " [" + v + "]"
     df.loc[df["aggregate"] == MEAN_OVER_PAIRS, "pair"] = "mean"
     out = df.pivot_table(index=["pair", "method"], columns="metric", values="value",
                          aggfunc="mean", sort=False)
@@ -100,11 +107,13 @@ def pairs_table(dataset: str, pairs) -> pd.DataFrame:
 
 
 def metrics_table(specs):
-    """What each metric of a table means and which way is better, from its specs (a
-    Styler: the descriptions are shown whole, left-aligned)."""
-    df = pd.DataFrame([{"metric": s.title, "meaning": s.description, "better": s.arrow}
+    """What each metric of a table means and which way is better, from its specs (shown
+    as a page table: the descriptions wrap, left-aligned)."""
+    from cflib.book.report.display import page_table
+
+    df = pd.DataFrame([{"metric": s.title, "better": s.arrow, "meaning": s.description}
                        for s in specs]).set_index("metric")
-    return df.style.set_properties(subset=["meaning"], **{"text-align": "left"})
+    return page_table(df)
 
 
 def kendall_tau(a, b) -> float:
@@ -148,6 +157,29 @@ def ranking_agreement(means: pd.DataFrame, table: str, dataset: str, metrics,
     return pd.DataFrame(rows).set_index("metric") if rows else pd.DataFrame()
 
 
+def confounded_table(results: pd.DataFrame, ratio: float | None = None, methods=None):
+    """Proximity over Original Data's, per pair and method (the table's rows): a cell at
+    or above ``ratio`` (default :data:`cflib.bench.tables.c3lt.CONFOUNDED_RATIO`) is
+    shaded: that method moves the query about as far as a different real image of the
+    target would, so its realism scores are confounded with redrawing.  A Styler."""
+    from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
+
+    ratio = CONFOUNDED_RATIO if ratio is None else ratio
+    d = results[(results["metric"] == "Proximity_vs_real") & (results["aggregate"] == "")]
+    if "variant" in d.columns:
+        d = d[d["variant"].fillna("") == ""]
+    t = d.pivot_table(index="method", columns="pair", values="value", aggfunc="mean",
+                      sort=False)
+    t = t.drop(index=[m for m in ("Original Data",) if m in t.index])
+    if methods is not None:
+        t = t.reindex([m for m in methods if m in t.index])
+
+    def shade(v):
+        return "background-color: #f4c7c3; font-weight: bold" if v >= ratio else ""
+
+    return style(t).map(shade)
+
+
 def tuning_table(evidence: pd.DataFrame) -> pd.DataFrame:
     """The evidence of a choice made on validation data (``cflib.tuning``): one row per
     (dataset, pair, candidate), one column per metric."""
@@ -174,6 +206,8 @@ def rank_methods(frames: dict, metrics) -> dict:
     out = {}
     for name, df in frames.items():
         mean = df[(df["aggregate"] == MEAN_OVER_PAIRS) & (df["method"] != CLASSIFIER)]
+        if "variant" in mean.columns:
+            mean = mean[mean["variant"].fillna("") == ""]
         wide = mean.pivot_table(index="method", columns="metric", values="value", sort=False)
         wide = wide[[m for m in metrics if m in wide.columns]]
         out[name] = pd.DataFrame({m: wide[m].map(get_spec(m).key).rank(method="min")
@@ -197,6 +231,8 @@ def bayes_table(results: pd.DataFrame, model: str, dataset: str = "mnist",
     """One Bayesian classifier: per method and metric our mean and standard deviation
     over the repeats, and the paper's value where ``reported.csv`` has one (IM1 only)."""
     df = results[(results["model"] == model) & (results["method"] != CLASSIFIER)]
+    if "variant" in df.columns:
+        df = df[df["variant"] == ""]          # ablation rows live in their own table
     if df.empty:
         raise ValueError(f"no results for model {model!r}")
     g = df.groupby(["method", "metric"], sort=False)["value"]
@@ -219,6 +255,20 @@ def bayes_table(results: pd.DataFrame, model: str, dataset: str = "mnist",
     return out
 
 
+def psce_ablation_table(results: pd.DataFrame, model: str = "mc_dropout",
+                        metrics=("IM1", "Implausibility", "Validity_fresh", "Validity_per_draw",
+                                 "Confidence_fresh", "L1", "L0")) -> pd.DataFrame:
+    """PSCE's ablation on the first repeat: the main row (the paper's setting: delta 0.9,
+    all-class autoencoder) beside each variant, on the same queries."""
+    df = results[(results["model"] == model) & (results["method"] == "PSCE")]
+    if "repeat" in df.columns:
+        df = df[df["repeat"] == 0]
+    df = df.assign(variant=df["variant"].replace("", "delta=0.9, all-class AE (main row)"))
+    out = df.pivot_table(index="variant", columns="metric", values="value", aggfunc="mean",
+                         sort=False)
+    return out[[m for m in metrics if m in out.columns]]
+
+
 def perturbation_table(curves: pd.DataFrame) -> pd.DataFrame:
     """Mean validity over repeats per (model, method) and weight-noise scale."""
     return curves.pivot_table(index=["model", "method"], columns="scale", values="validity",
@@ -227,10 +277,16 @@ def perturbation_table(curves: pd.DataFrame) -> pd.DataFrame:
 
 # -- the quantization chapter ---------------------------------------------------------------
 def quant_table(results: pd.DataFrame, dataset: str = "fmnist") -> pd.DataFrame:
-    """The quantization table: rows FP32 then the listing's order; Accuracy (%) and
-    Overhead (x) ours beside the paper's, VD, CRG and DirSim with their spread (the
-    sd over seeds, or the 95 % bootstrap half-width for one seed), average bits and
-    feasibility.  The paper's VD, CRG and DirSim are not public."""
+    """The quantization table: rows FP32, FP32 + retrain, then the listing's order.
+
+    Accuracy (%) ours beside the paper's; VD with its 95 % Wilson interval; the two
+    false-acceptance rates that catch a model winning VD by accepting everything
+    (``FA recon``: reconstructions of non-target test images put in the target, with its
+    Wilson interval; ``FA infeasible``: queries whose FP recourse failed yet accepted,
+    with their count); CRG and DirSim with their spread (the sd over seeds, or the 95 %
+    bootstrap half-width for one seed); each recipe's own compression seconds, Overhead
+    ``T_m / T_PTQ INT8`` beside the paper's and ``T_m / T_MixedPrec-QAT``; average weight
+    and activation bits; feasibility.  The paper's VD, CRG and DirSim are not public."""
     res = results[results["variant"] == ""]
     g = res.groupby(["method", "metric"])["value"]
     mean, sd, n = g.mean(), g.std(), g.count()
@@ -242,20 +298,44 @@ def quant_table(results: pd.DataFrame, dataset: str = "fmnist") -> pd.DataFrame:
     rows = {}
     for m in [r for r in QUANT_ROWS if (r, "Accuracy") in mean.index]:
         row = {("Accuracy %", "ours"): 100 * get(mean, m, "Accuracy"),
-               ("Accuracy %", "paper"): 100 * get(paper, m, "Accuracy"),
-               ("Overhead ×", "ours"): get(mean, m, "Overhead"),
-               ("Overhead ×", "paper"): get(paper, m, "Overhead")}
-        for k in ("VD", "CRG", "DirSim"):
+               ("Accuracy %", "paper"): 100 * get(paper, m, "Accuracy")}
+        for k, title in (("VD", "VD"), ("FA_recon", "FA recon")):
+            row[(title, "ours")] = get(mean, m, k)
+            row[(title, "low")] = get(mean, m, f"{k}_low")
+            row[(title, "high")] = get(mean, m, f"{k}_high")
+        row[("FA infeasible", "ours")] = get(mean, m, "FA_infeasible")
+        row[("FA infeasible", "of")] = get(mean, m, "N_fp_infeasible")
+        for k in ("CRG", "DirSim"):
             spread = (get(sd, m, k) if get(n, m, k) > 1 else get(mean, m, f"{k}_ci95"))
             row[(k, "ours")] = get(mean, m, k)
             row[(k, "±")] = spread
-        row[("bits", "avg")] = get(mean, m, "Bit_cost")
-        row[("feasible", "FP")] = get(mean, "FP32", "FP_Feasible")
-        row[("feasible", "quantized")] = get(mean, m, "Q_Feasible")
+        row[("compress", "s")] = get(mean, m, "Compress_seconds")
+        row[("Overhead ×", "ours")] = get(mean, m, "Overhead")
+        row[("Overhead ×", "paper")] = get(paper, m, "Overhead")
+        row[("Overhead ×", "vs MixedPrec")] = get(mean, m, "Overhead_vs_MixedPrec")
+        row[("bits", "weights")] = get(mean, m, "Avg_weight_bits")
+        row[("bits", "acts")] = get(mean, m, "Avg_act_bits")
+        row[("feasible", "share")] = get(mean, m, "Q_Feasible" if m != "FP32" else "FP_Feasible")
         rows[m] = row
     out = pd.DataFrame.from_dict(rows, orient="index")
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     out.index.name = "method"
+    return out
+
+
+def class_accuracy_table(results: pd.DataFrame, classes=None) -> pd.DataFrame:
+    """Per-class test accuracy of every row (mean over seeds): rows = methods, columns =
+    class names; ``classes`` limits the columns (default: all ten)."""
+    res = results[(results["variant"] == "")
+                  & results["metric"].str.startswith("Accuracy_class_")]
+    out = res.pivot_table(index="method", columns="metric", values="value", aggfunc="mean",
+                          sort=False)
+    out = out.reindex([m for m in QUANT_ROWS if m in out.index])
+    ks = sorted(int(c.rsplit("_", 1)[1]) for c in out.columns)
+    ks = [k for k in ks if classes is None or k in classes]
+    names = CLASS_NAMES[results["dataset"].iloc[0]] if len(results) else {}
+    out = out[[f"Accuracy_class_{k}" for k in ks]]
+    out.columns = [f"{k} {names[k]}" if names else str(k) for k in ks]
     return out
 
 
@@ -291,23 +371,49 @@ def spread_table(merged: pd.DataFrame, table: str, dataset: str, metrics, method
 
 
 # -- the performance page ---------------------------------------------------------------------
+#: rows of the catalog that run no search (each metric's range in the tables)
+REFERENCE_ROWS = ("Original Data", "Query (unchanged)")
+
+
 def performance_table(perf: pd.DataFrame) -> pd.DataFrame:
-    """Per method: seconds per counterfactual alone and at the best batch size, the
-    speed-up, FLOPs per counterfactual and the fraction of the hardware bound reached."""
+    """Per method (reference rows left out): seconds per counterfactual alone and at the
+    best batch size, the speed-up, GFLOP and model passes per counterfactual (and the
+    passes when finished queries are kept in the batch), arithmetic intensity, and the
+    achieved rate as a fraction of the measured peak and of the roofline at that
+    intensity."""
     rows = {}
     for method, d in perf.groupby("method", sort=False):
+        if method in REFERENCE_ROWS:
+            continue
         alone = d[d["mode"] == "one at a time"].iloc[0]
         batched = d[d["mode"] == "batched"]
         best = batched.loc[batched["seconds_per_cf"].idxmin()]
+        kept = d[d["mode"] == "batched, finished queries kept"]
         rows[method] = {
-            "iterative": bool(alone["iterative"]),
             "s/CF alone": alone["seconds_per_cf"], "s/CF batched": best["seconds_per_cf"],
             "best batch": int(best["batch_size"]), "speed-up ×": best["speedup"],
             "GFLOP/CF": best["flops_per_cf"] / 1e9,
-            "fraction of bound alone": alone["fraction_of_bound"],
-            "fraction of bound batched": best["fraction_of_bound"],
+            "passes/CF": best.get("model_passes_per_cf", np.nan),
+            "passes/CF, none dropped": (kept["model_passes_per_cf"].iloc[0] if len(kept)
+                                        else np.nan),
+            "FLOP/byte": best.get("intensity", np.nan),
+            "% of peak alone": 100 * alone.get("fraction_of_peak", np.nan),
+            "% of peak batched": 100 * best.get("fraction_of_peak", np.nan),
+            "% of roofline batched": 100 * best.get("fraction_of_roofline", np.nan),
         }
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
+    out = pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
+    return out.dropna(axis=1, how="all")
+
+
+def machine_table(machine: pd.DataFrame) -> pd.DataFrame:
+    """The measured peaks of ``performance_machine.csv``: the best FLOP rate (GFLOP/s) and
+    copy bandwidth (GB/s) per thread count."""
+    d = machine.copy()
+    d["what"] = d["kind"].map({"flops": "peak GFLOP/s", "bytes": "copy bandwidth GB/s"})
+    t = d.pivot_table(index="threads", columns="what", values="rate", aggfunc="max") / 1e9
+    t.index = [f"{int(i)} thread{'s' if int(i) > 1 else ''}" for i in t.index]
+    t.index.name = "threads"
+    return t
 
 
 def timing_beside_papers(results: dict, dataset_results: str = "mnist") -> pd.DataFrame:

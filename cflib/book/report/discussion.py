@@ -1,0 +1,290 @@
+"""The chapters' discussions: prose whose every number is read from the results files when
+the page is built.
+
+``book/discussion/<chapter>.md`` is a Jinja2 template.  When a chapter has been executed
+(and again when only its prose changed), :func:`render` fills it from the results the run
+wrote, the sweep over training seeds when one exists, and the papers' numbers, and the
+text replaces the chapter's ``<!-- discussion -->`` marker.  In a template::
+
+    C3LT moves the query by {{ m("C3LT", "Proximity") | f }} per pixel
+    ({{ spread("C3LT", "Proximity") }}; the paper: {{ paper("C3LT", "Proximity") | f }}),
+    {{ below("C3LT", "Proximity", "Original Data") }} less than a real image of the target.
+
+Functions of the context (:class:`Readings`):
+
+* ``v(method, metric, pair=None, variant="", model="")``: this run's value (the mean over
+  pairs and repeats unless a pair is named);
+* ``m(...)``: the mean over training seeds when a sweep exists, else ``v``; ``sd(...)`` its
+  standard deviation, ``spread(...)`` ``"± sd over n seeds"`` (or ``"one training seed"``);
+* ``paper(method, metric, model="")``: the paper's value on our scale (NaN when none);
+* ``seeds_where(test)``: ``(k, n)``, in how many training seeds ``test(values)`` holds,
+  ``values(method, metric, ...)`` reading each seed; ``in_seeds(test)`` the phrase
+  ``"in k of n seeds"``; ``better(a, b, metric)`` the phrase for a comparison in the
+  metric's own direction;
+* filters ``f`` (3 significant digits), ``pct`` (a percentage), ``n0`` (an integer).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from cflib.bench.reference import reported_value
+from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
+from cflib.book.build.paths import DISCUSSION
+from cflib.book.chapters import get_chapter
+from cflib.book.spread import read_sweep
+from cflib.metrics.spec import get_spec
+
+MARKER = "<!-- discussion -->"
+
+
+def f(v, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits (``–`` when missing)."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if isinstance(v, (int,)) and not isinstance(v, bool):
+        return f"{v:,}"
+    a = abs(v)
+    if a != 0 and (a >= 10 ** digits or a < 10 ** -3):
+        return f"{v:.{digits - 1}e}"
+    s = f"{v:.{digits}g}"
+    if "e" in s:
+        s = f"{v:.{max(digits - 1 - int(math.floor(math.log10(a))), 0)}f}"
+    return s
+
+
+def pct(v, digits: int = 1) -> str:
+    return "–" if v is None or not math.isfinite(v) else f"{100 * v:.{digits}f} %"
+
+
+def n0(v) -> str:
+    return "–" if v is None or not math.isfinite(v) else f"{int(round(v)):,}"
+
+
+class Readings:
+    """The numbers a discussion may quote, from one run's results (and its sweep)."""
+
+    def __init__(self, results: pd.DataFrame, table: str, dataset: str,
+                 per_seed: dict[int, pd.DataFrame] | None = None, extra: dict | None = None):
+        self.results, self.table, self.dataset = results, table, dataset
+        self.per_seed = per_seed or {int(results["train_seed"].iloc[0]): results}
+        self.extra = extra or {}
+
+    # -- one table ------------------------------------------------------------------------
+    @staticmethod
+    def _value(df: pd.DataFrame, method: str, metric: str, pair=None, variant: str = "",
+               model: str = "") -> float:
+        d = df[(df["method"] == method) & (df["metric"] == metric) & (df["variant"] == variant)
+               & (df["model"] == model)]
+        if pair is None:
+            means = d[d["aggregate"] == MEAN_OVER_PAIRS]
+            d = means if len(means) else d[d["aggregate"] == ""]
+        else:
+            d = d[(d["pair"] == pair) & (d["aggregate"] == "")]
+        if "repeat" in d.columns:
+            d = d[d["repeat"] >= 0] if (d["repeat"] >= 0).any() else d
+        v = pd.to_numeric(d["value"], errors="coerce")
+        return float(v.mean()) if len(v) else math.nan
+
+    def v(self, method: str, metric: str, pair=None, variant: str = "", model: str = "") -> float:
+        return self._value(self.results, method, metric, pair, variant, model)
+
+    def values(self, method: str, metric: str, pair=None, variant: str = "",
+               model: str = "") -> list[float]:
+        """The value in each training seed (one seed without a sweep)."""
+        return [self._value(df, method, metric, pair, variant, model)
+                for _, df in sorted(self.per_seed.items())]
+
+    @property
+    def n_seeds(self) -> int:
+        return len(self.per_seed)
+
+    def m(self, *args, **kw) -> float:
+        vals = [v for v in self.values(*args, **kw) if math.isfinite(v)]
+        return sum(vals) / len(vals) if vals else math.nan
+
+    def sd(self, *args, **kw) -> float:
+        vals = [v for v in self.values(*args, **kw) if math.isfinite(v)]
+        if len(vals) < 2:
+            return math.nan
+        mu = sum(vals) / len(vals)
+        return math.sqrt(sum((v - mu) ** 2 for v in vals) / (len(vals) - 1))
+
+    def spread(self, *args, **kw) -> str:
+        if self.n_seeds < 2:
+            return "one training seed"
+        return f"± {f(self.sd(*args, **kw), 2)} over {self.n_seeds} training seeds"
+
+    def paper(self, method: str, metric: str, model: str = "") -> float:
+        return reported_value(self.table, self.dataset, method, metric, model)
+
+    # -- orderings over seeds --------------------------------------------------------------
+    def seeds_where(self, test: Callable[[Callable], bool]) -> tuple[int, int]:
+        """``(k, n)``: ``test(value)`` holds in k of the n training seeds, where ``value``
+        reads that seed's results like :meth:`v`."""
+        k = 0
+        for _, df in sorted(self.per_seed.items()):
+            def value(method, metric, pair=None, variant="", model="", _df=df):
+                return self._value(_df, method, metric, pair, variant, model)
+            k += bool(test(value))
+        return k, self.n_seeds
+
+    def in_seeds(self, test) -> str:
+        k, n = self.seeds_where(test)
+        if n == 1:
+            return "in the one training seed" if k else "not in the one training seed"
+        return f"in {k} of {n} training seeds"
+
+    def better_in(self, a: str, b: str, metric: str, pair=None, variant_a: str = "",
+                  variant_b: str = "", model: str = "") -> str:
+        """``"in k of n training seeds"``: where ``a`` is at least as good as ``b`` on
+        ``metric``, in the metric's own direction."""
+        spec = get_spec(metric)
+        return self.in_seeds(lambda val: spec.better(val(a, metric, pair, variant_a, model),
+                                                     val(b, metric, pair, variant_b, model)))
+
+
+    # -- what a table's discussion also reads ----------------------------------------------
+    def main_means(self) -> pd.DataFrame:
+        """The table's rows (no variant), means over pairs (and repeats)."""
+        df = self.results[self.results["variant"].fillna("") == ""]
+        means = df[df["aggregate"] == MEAN_OVER_PAIRS]
+        return means if len(means) else df
+
+    def tau(self, metric: str, model: str = "") -> float:
+        """Kendall's tau of our ordering of the paper's methods on ``metric`` against the
+        paper's (NaN when fewer than three methods have both values)."""
+        from cflib.book.report.tables import ranking_agreement
+
+        d = self.main_means()
+        if model:
+            d = d[d["model"] == model]
+        t = ranking_agreement(d, self.table, self.dataset, [metric], model=model)
+        return float(t.loc[metric, "Kendall tau"]) if metric in t.index else math.nan
+
+    def checks(self) -> pd.DataFrame:
+        """The table's shape checks on this run's means (:func:`cflib.bench.runner.shape_checks`)."""
+        from cflib.bench.runner import shape_checks
+
+        by = ["model"] if self.table == "bayes" else None
+        return shape_checks(self.main_means(), self.table, by=by)
+
+    def ranks(self) -> pd.DataFrame:
+        """The cross-dataset page's mean ranks (rows: methods; columns: MNIST,
+        Fashion-MNIST, change), from the two C3LT chapters' results (the means over
+        their training seeds where swept)."""
+        from cflib.bench.tables.c3lt import C3LT_METRICS
+        from cflib.book.report.tables import rank_methods, rank_summary
+        from cflib.book.spread import seed_means
+
+        frames = {}
+        for title, name in (("MNIST", "mnist_eval"), ("Fashion-MNIST", "fashion_mnist_test")):
+            if name in self.extra:
+                frames[title], _ = seed_means(name, self.extra[name],
+                                              str(self.extra[name]["profile"].iloc[0]),
+                                              root=self.extra.get("sweep_root", "results/sweep"))
+        return rank_summary(rank_methods(frames, [s.name for s in C3LT_METRICS]))
+
+    def frame(self, name: str) -> "Readings":
+        """Readings of another chapter's results read beside this one (cross-dataset)."""
+        df = self.extra[name]
+        table, dataset = ("c3lt", "mnist") if name == "mnist_eval" else ("c3lt", "fmnist")
+        return Readings(df, table, dataset)
+
+    def pairs(self) -> list[str]:
+        """The class pairs of a C3LT table, in the results' order."""
+        return [p for p in dict.fromkeys(self.results["pair"]) if p]
+
+    def tuning(self, name: str, candidate: str, metric: str, dataset: str | None = None) -> float:
+        """A value of the committed evidence ``results/tuning/<name>.csv`` (this
+        dataset's unless ``dataset`` is given); NaN when absent."""
+        from cflib.bench.results import read_table
+        from cflib.bench.tuning import TUNING_DIR
+
+        f = Path(self.extra.get("tuning_dir", TUNING_DIR)) / f"{name}.csv"
+        if not f.exists():
+            return math.nan
+        d = read_table(f)
+        d = d[(d["dataset"] == (dataset or self.dataset)) & (d["candidate"] == candidate)
+              & (d["metric"] == metric)]
+        return float(d["value"].mean()) if len(d) else math.nan
+
+
+def environment():
+    """The Jinja2 environment of the templates: undefined names are errors."""
+    import jinja2  # the book's extra, not the library's
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False,
+                             keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(f=f, pct=pct, n0=n0)
+    return env
+
+
+def render(template: str, readings: Readings, **context) -> str:
+    """A discussion template filled from ``readings`` (see the module docstring)."""
+    env = environment()
+    names = {k: getattr(readings, k) for k in
+             ("v", "m", "sd", "spread", "paper", "values", "seeds_where", "in_seeds",
+              "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame")}
+    from cflib.bench.profiles import PROFILES
+    from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
+
+    profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
+    return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
+                                             math=math, profile=profile,
+                                             confounded_ratio=CONFOUNDED_RATIO,
+                                             **names, **context)
+
+
+def readings_for(chapter: str, results_dir) -> Readings:
+    """The readings of a chapter's results folder (its sweep too, where one exists)."""
+    ch = get_chapter(chapter)
+    results_dir = Path(results_dir)
+    spec = DISCUSSIONS.get(ch.name)
+    if spec is None:
+        raise ValueError(f"chapter {chapter!r} has no discussion template")
+    table, dataset, name, _ = spec
+    df = read_results(results_dir / f"{name}.csv")
+    profile = df["profile"].iloc[0]
+    _, per_seed = read_sweep(name, profile, root=results_dir / "sweep", own=df)
+    if per_seed:
+        per_seed = {k: read_results_frame(v) for k, v in per_seed.items()}
+    extra = {"tuning_dir": results_dir / "tuning", "sweep_root": results_dir / "sweep"}
+    for other in ("mnist_eval", "fashion_mnist_test"):
+        if ch.name == "cross_dataset" and (results_dir / f"{other}.csv").exists():
+            extra[other] = read_results(results_dir / f"{other}.csv")
+    return Readings(df, table, dataset, per_seed or None, extra)
+
+
+def read_results_frame(df: pd.DataFrame) -> pd.DataFrame:
+    out = tidy(df)
+    out["value"] = pd.to_numeric(out["value"], errors="coerce")
+    return out
+
+
+#: chapter -> (reference table, dataset, results file, template) of its discussion; the
+#: template is ``book/discussion/<template>.md`` (the two C3LT chapters share one)
+DISCUSSIONS = {
+    "mnist_eval": ("c3lt", "mnist", "mnist_eval", "c3lt_table"),
+    "fashion_mnist_test": ("c3lt", "fmnist", "fashion_mnist_test", "c3lt_table"),
+    "cross_dataset": ("c3lt", "mnist", "mnist_eval", "cross_dataset"),
+    "mnist_bayesian": ("bayes", "mnist", "mnist_bayesian", "mnist_bayesian"),
+    "fashion_mnist_quant": ("quant", "fmnist", "fashion_mnist_quant", "fashion_mnist_quant"),
+}
+
+
+def template_path(chapter: str, page_dir=None) -> Path:
+    """The discussion template of a chapter (which may not exist)."""
+    spec = DISCUSSIONS.get(chapter)
+    return Path(page_dir or DISCUSSION) / f"{spec[3] if spec else chapter}.md"
+
+
+def discussion_text(chapter: str, results_dir, page_dir=None) -> str:
+    """The chapter's discussion page rendered from ``results_dir`` ('' without a page)."""
+    page = template_path(chapter, page_dir)
+    if not page.exists():
+        return ""
+    return render(page.read_text(), readings_for(chapter, results_dir))

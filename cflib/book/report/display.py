@@ -1,0 +1,245 @@
+"""How the book's tables and checks are shown on a page.
+
+The functions of :mod:`cflib.book.report.tables` return numbers (DataFrames a reader can
+also save); the ones here turn them into what a page shows:
+
+* :func:`page_table`: one cell per metric, our value with the paper's beneath it (only
+  where the paper has values), ``mean ± sd`` where a spread exists, better-direction
+  arrows in the headers, right-aligned numbers with consistent significant digits, the
+  method column kept in view while the table scrolls (CSS class ``cflib-table``);
+* :func:`verdicts`: a shape-check table as a verdict list, failures first, with the
+  values, the interval and why a comparison was or was not tested; the full table
+  folded beneath it.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+import pandas as pd
+
+from cflib.metrics.spec import SPECS
+
+#: the text column of the book at desktop width, in CSS pixels, and the width of an
+#: average character of a table (0.85 em of 16 px)
+COLUMN_PX = 740
+CHAR_PX = 7.6
+
+
+def fmt(v, digits: int = 3) -> str:
+    """A number with ``digits`` significant digits, thousands separated, no exponent
+    below 1e6 ('–' when missing)."""
+    if v is None or isinstance(v, str):
+        return "–" if v is None else v
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if not math.isfinite(x):
+        return "–"
+    if x == 0:
+        return "0"
+    a = abs(x)
+    if a >= 10 ** digits:
+        return f"{x:,.0f}" if a < 1e6 else f"{x:.{digits - 1}e}"
+    if a < 1e-3:
+        return f"{x:.{digits - 1}e}"
+    decimals = max(digits - 1 - int(math.floor(math.log10(a))), 0)
+    return f"{x:.{decimals}f}"
+
+
+def _arrows() -> dict[str, str]:
+    """Column title -> the metric's better-direction arrow."""
+    out = {}
+    for spec in SPECS.values():
+        out.setdefault(spec.title, spec.arrow)
+        out.setdefault(spec.name, spec.arrow)
+    return out
+
+
+def _header(title: str, arrows: dict) -> str:
+    arrow = arrows.get(title, "")
+    return f"{title} {arrow}".strip()
+
+
+class Page:
+    """An HTML fragment a notebook shows as its output (``_repr_html_``)."""
+
+    def __init__(self, body: str):
+        self.body = body
+
+    def _repr_html_(self) -> str:
+        return self.body
+
+    def __str__(self) -> str:
+        return self.body
+
+
+def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
+               width: int = COLUMN_PX) -> Page:
+    """A report table (columns ``(metric, part)``) as a page table.
+
+    Parts ``ours`` and ``paper`` become one cell: ours, and the paper's value beneath it
+    in grey where the paper reports one (a metric without any paper value shows ours
+    only); ``mean`` with ``± sd`` becomes ``mean ± sd``; ``ours`` with ``±`` becomes
+    ``ours ± spread``; ``low``/``high`` become an interval beneath.  Other parts stay
+    their own columns.  Flat columns are shown as they are.  A table wider than
+    ``width`` CSS pixels is split into several, each with the row labels.
+    """
+    arrows = _arrows()
+    cols: dict[str, list[str]] = {}
+    rows = list(table.index)
+    if isinstance(table.columns, pd.MultiIndex):
+        metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
+        for m in metrics:
+            sub = table[m]
+            parts = list(sub.columns)
+            head = _header(m, arrows)
+            main = "ours" if "ours" in parts else "mean" if "mean" in parts else None
+            used = set()
+            if main is not None:
+                cells = []
+                for r in rows:
+                    text = fmt(sub.loc[r, main], digits)
+                    if "± sd" in parts and main == "mean":
+                        sd = sub.loc[r, "± sd"]
+                        text += "" if pd.isna(sd) else f" ± {fmt(sd, 2)}"
+                    if "±" in parts:
+                        sd = sub.loc[r, "±"]
+                        text += "" if pd.isna(sd) else f" ± {fmt(sd, 2)}"
+                    extra = ""
+                    if "low" in parts and "high" in parts and not pd.isna(sub.loc[r, "low"]):
+                        extra = (f"[{fmt(sub.loc[r, 'low'], 2)}, "
+                                 f"{fmt(sub.loc[r, 'high'], 2)}]")
+                    if "paper" in parts and not sub["paper"].isna().all():
+                        p = sub.loc[r, "paper"]
+                        extra = (extra + " " if extra else "") + (
+                            f"paper {fmt(p, digits)}" if not pd.isna(p) else "")
+                    cells.append(html.escape(text) + (
+                        f'<br><span class="paper">{html.escape(extra)}</span>' if extra else ""))
+                cols[head] = cells
+                used = {main, "± sd", "±", "low", "high", "paper"}
+            for part in parts:
+                if part in used:
+                    continue
+                cols[f"{head} {part}" if main is not None else f"{m} {part}"] = [
+                    html.escape(fmt(sub.loc[r, part], digits)) for r in rows]
+    else:
+        for c in table.columns:
+            vals = table[c]
+            text = vals.map(lambda v: isinstance(v, str) and len(v) > 24).any()
+            cells = [html.escape(fmt(v, digits)) for v in vals]
+            cols[_header(fmt(c) if not isinstance(c, str) else c, arrows)] = (
+                [f'<span class="text">{v}</span>' for v in cells] if text else cells)
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"page_table takes a DataFrame, got {type(table).__name__}")
+    name = table.index.name or ""
+    labels = [" / ".join(map(str, r)) if isinstance(r, tuple) else str(r) for r in rows]
+    chunks = _chunks(cols, [name, *labels], width)
+    out = []
+    for k, chunk in enumerate(chunks):
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in chunk)
+        body = []
+        for i, label in enumerate(labels):
+            cells = "".join(
+                f'<td class="text">{cols[h][i]}</td>'
+                if cols[h][i].startswith('<span class="text">') else f"<td>{cols[h][i]}</td>"
+                for h in chunk)
+            body.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
+        cap = f"<caption>{html.escape(caption)}</caption>" if caption and k == 0 else ""
+        out.append(f'<div class="cflib-scroll"><table class="cflib-table">{cap}<thead><tr>'
+                   f"<th>{html.escape(name)}</th>{head}</tr></thead><tbody>{''.join(body)}"
+                   "</tbody></table></div>")
+    return Page("".join(out))
+
+
+def _text_width(cell: str) -> float:
+    import re
+
+    lines = re.sub(r"<br\s*/?>", "\n", cell)
+    lines = re.sub(r"<[^>]+>", "", lines)
+    return max((len(html.unescape(x)) for x in lines.split("\n")), default=0) * CHAR_PX + 22
+
+
+def _chunks(cols: dict[str, list[str]], labels: list[str], width: int) -> list[list[str]]:
+    """Split the columns into tables that each fit ``width`` px beside the label column
+    (a text column counts as 16 em)."""
+    label_w = max(_text_width(html.escape(x)) for x in labels)
+    out, cur, used = [], [], label_w
+    for h, cells in cols.items():
+        if any(c.startswith('<span class="text">') for c in cells):
+            w = 16 * 13.6 + 22
+        else:
+            w = max([_text_width(html.escape(h))] + [_text_width(c) for c in cells])
+        if cur and used + w > width:
+            out.append(cur)
+            cur, used = [], label_w
+        cur.append(h)
+        used += w
+    if cur or not out:
+        out.append(cur)
+    return out
+
+
+_MARK = {"holds": ("✓", "holds"), "fails": ("✗", "fails"), "not tested": ("–", "not tested")}
+
+
+def verdicts(checks: pd.DataFrame, by: list[str] | None = None, digits: int = 3) -> Page:
+    """A shape-check table (:func:`cflib.bench.runner.shape_checks`) as a verdict list:
+    one line per expectation, failures first, then the untested ones, then those that
+    hold; each with both values, the paired interval where there is one, why it was not
+    tested or is not significant, and its source.  The full table is folded beneath.
+
+    A per-seed table (:func:`cflib.bench.runner.shape_checks_by_seed`) reads as "holds in
+    k of n seeds"."""
+    if checks is None or checks.empty:
+        return Page("<p>No expectation applies to this run.</p>")
+    by = [c for c in (by or []) if c in checks.columns]
+    lines = []
+    if "holds_in" in checks.columns:         # per seed
+        d = checks.assign(_o=checks["holds_in"] - checks["seeds"]).sort_values("_o")
+        for r in d.to_dict("records"):
+            ok = r["holds_in"] == r["seeds"]
+            mark = "✓" if ok else ("✗" if r["holds_in"] == 0 else "◐")
+            scope = " · ".join(f"{k} {r[k]}" for k in by)
+            lines.append(
+                f'<li class="{"holds" if ok else "fails"}"><b>{mark}</b> '
+                f"{html.escape(str(r['expectation']))}{' (' + html.escape(scope) + ')' if scope else ''}"
+                f": holds in {int(r['holds_in'])} of {int(r['seeds'])} training seeds "
+                f"(values {fmt(r['value_min'], digits)}–{fmt(r['value_max'], digits)} against "
+                f"{fmt(r['other_min'], digits)}–{fmt(r['other_max'], digits)})</li>")
+    else:
+        order = {"fails": 0, "not tested": 1, "holds": 2}
+        d = checks.assign(_o=checks["verdict"].map(order)).sort_values("_o", kind="stable")
+        for r in d.to_dict("records"):
+            mark, word = _MARK.get(r["verdict"], ("?", r["verdict"]))
+            other = r["other"] or ""
+            vs = (f"{fmt(r['value'], digits)} against {html.escape(str(other))} "
+                  f"{fmt(r['other value'], digits)}" if other
+                  else f"{fmt(r['value'], digits)} (threshold {fmt(r['other value'], digits)})")
+            ci = ""
+            if not pd.isna(r.get("ci_low", np.nan)):
+                ci = (f"; difference {fmt(r['difference'], digits)}, 95 % interval "
+                      f"[{fmt(r['ci_low'], 2)}, {fmt(r['ci_high'], 2)}]")
+            why = f"; {html.escape(str(r['why']))}" if r.get("why") else ""
+            scope = " · ".join(f"{k} {r[k]}" for k in by)
+            lines.append(
+                f'<li class="{r["verdict"].replace(" ", "-")}"><b>{mark} {word}</b> '
+                f"{html.escape(str(r['expectation']))}"
+                f"{' (' + html.escape(scope) + ')' if scope else ''}: {vs}{ci}{why}"
+                f'<br><span class="source">{html.escape(str(r["source"]))}</span></li>')
+    n = checks["verdict"].value_counts().to_dict() if "verdict" in checks.columns else {}
+    head = (f"<p>{n.get('holds', 0)} hold, {n.get('fails', 0)} fail, "
+            f"{n.get('not tested', 0)} not tested.</p>" if n else "")
+    full = checks.drop(columns=[c for c in ("_o",) if c in checks.columns])
+    table = full.to_html(index=False, float_format=lambda v: fmt(v, digits), border=0,
+                         classes="cflib-table")
+    return Page(f'{head}<ul class="cflib-verdicts">{"".join(lines)}</ul>'
+                f"<details><summary>The full table</summary><div class=\"cflib-scroll\">"
+                f"{table}</div></details>")
+
+
+__all__ = ["Page", "fmt", "page_table", "verdicts"]
