@@ -123,8 +123,8 @@ report.page_table(report.quant_table(run.results))
 # %% [markdown]
 # ### Accuracy hides what VD shows, and VD hides what false acceptance shows
 #
-# Left: accuracy of each row, ours beside the paper's, our FP32 as the dashed line.
-# Right: VD, the share of the FP model's recourse that the row no longer assigns to the
+# Top: accuracy of each row, ours beside the paper's, our FP32 as the dashed line.
+# Bottom: VD, the share of the FP model's recourse that the row no longer assigns to the
 # target (red), and the share of reconstructions of non-target images it puts in the
 # target (orange), each with its 95 % Wilson interval; the dashed orange line is FP32's
 # false acceptance, the dotted red line the VD of retraining alone.  A low VD means
@@ -156,10 +156,11 @@ report.page_table(run.sweep.groupby(["bits", "metric"])["value"].mean().unstack(
 # %% [markdown]
 # ## Recourse, query by query
 #
-# Each row a query whose FP recourse exists (those with a VD event first): the query,
-# its FP recourse, and each compressed model's *own* recourse.  A red frame marks a
-# model that rejects the FP recourse (a VD event); a grey cell a model on which no
-# recourse was found.  Under each cell, the cosine of the two latent actions.
+# Each column a query whose FP recourse exists (those with a VD event first); the rows:
+# the query, its FP recourse, and each compressed model's *own* recourse.  A red frame
+# marks a model that rejects the FP recourse (a VD event); a grey cell a model on which
+# no recourse was found.  Under each cell, the cosine of the two latent actions.  Click
+# a figure to see it at full size.
 
 # %%
 fig = report.plot_recourse_grid(run)

@@ -123,9 +123,9 @@ for s in settings:
 # %% [markdown]
 # ## Counterfactuals
 #
-# The first queries of the first repeat (label → target, the target drawn from
-# Schut et al.'s map of similar digits) and each method's counterfactual; a red frame
-# marks one whose posterior-mean decision is not the target.
+# The first queries of the first repeat (columns, label → target above, the target
+# drawn from Schut et al.'s map of similar digits) and each method's counterfactual (a
+# row each); a red frame marks one whose posterior-mean decision is not the target.
 
 # %%
 for s in settings:

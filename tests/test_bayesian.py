@@ -363,3 +363,37 @@ def test_dropping_finished_queries_changes_nothing_but_the_passes(method, mc_mod
     assert torch.equal(a.success, b.success)
     assert torch.allclose(a.x_cf, b.x_cf, atol=1e-5)
     assert 0 < a.meta["model_passes"] <= b.meta["model_passes"]
+
+
+def test_psce_takes_a_target_class_autoencoder_per_query(mc_model, queries):
+    """PSCE's manifold term with ``{class: autoencoder}``: each query uses its target's
+    autoencoder (here two distinct ones give another search than either alone); CEM,
+    whose loss takes one all-class autoencoder, refuses the mapping before any compute."""
+    from cflib.explainers import CEM
+
+    x = queries
+    t = torch.tensor([1, 2, 1, 2, 1])[:len(x)]
+    torch.manual_seed(0)
+    a, b = ConvAutoencoder().eval(), ConvAutoencoder().eval()
+    per_class = {c: (a if c % 2 == 0 else b) for c in range(10)}
+    cfg = dict(outer_iters=2, inner_steps=5)
+    one = PSCE(mc_model, autoencoder=a, **cfg).explain(x, t, seed=0)
+    mixed = PSCE(mc_model, autoencoder=per_class, **cfg).explain(x, t, seed=0)
+    assert mixed.x_cf.shape == one.x_cf.shape
+    assert not torch.equal(one.x_cf, mixed.x_cf)        # the odd targets used b
+    with pytest.raises(ValueError, match="one all-class autoencoder"):
+        CEM(mc_model, autoencoder=per_class)
+
+
+def test_reference_rows_and_edit_size_metrics():
+    """L1 counts moved ink on the [0, 1] scale, L0 the pixels moved by more than 0.1."""
+    from cflib.metrics import l0_count, l1_distance
+
+    x = -torch.ones(2, 1, 4, 4)
+    y = x.clone()
+    y[0, 0, 0, 0] = 1.0          # one pixel from black to white: 1 on the [0, 1] scale
+    y[1, 0, 0, :2] = -0.9        # two pixels by 0.05 on [0, 1]: below the L0 threshold
+    assert l1_distance(x, y).tolist() == pytest.approx([1.0, 0.1])
+    assert l0_count(x, y).tolist() == [1.0, 0.0]
+    with pytest.raises(ValueError, match="threshold"):
+        l0_count(x, y, threshold=-1)

@@ -58,6 +58,9 @@ def main(argv=None) -> None:
     bk.add_argument("--train-seed", type=int, default=0)
     bk.add_argument("--data-seed", type=int, default=0)
     sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
+    rf = sub.add_parser("refresh", help="copy a chapter's edited prose into its executed "
+                                        "notebook and fill its discussion again (no run)")
+    rf.add_argument("name", choices=list(CHAPTERS) + ["all"])
     sub.add_parser("sweep", help="chapters x training seeds on Dask (cflib sweep --help)")
     rd = sub.add_parser("readme", help="regenerate the README's headline tables")
     rd.add_argument("--results", default="results")
@@ -84,6 +87,9 @@ def main(argv=None) -> None:
         for name in CHAPTERS:
             reasons = digests.stale_reasons(name)
             print(f"{name}: " + ("up to date" if not reasons else "stale: " + "; ".join(reasons)))
+    elif args.command == "refresh":
+        for name in (list(CHAPTERS) if args.name == "all" else [args.name]):
+            print(f"{name}: prose refreshed -> {assemble.refresh_prose(name)}")
     elif args.command == "readme":
         from cflib.book.report.readme import RESULTS_PAGE, update_readme
 

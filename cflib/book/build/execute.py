@@ -151,7 +151,12 @@ def build(chapter: str, profile: str = "standard", device: str = "cpu", train_se
                   f"project, {_describe(params)} ({threads} CPU thread(s)), in "
                   f"{seconds / 60:.1f} minutes.*")
     reported = clean(out_nb, ch, params, provenance)
-    fill_discussion(out_nb, ch, tmp_results)
+    try:
+        fill_discussion(out_nb, ch, tmp_results)
+    except Exception as err:    # a template error never loses a run: fix it, then refresh
+        print(f"[{ch.name}] the discussion could not be filled ({type(err).__name__}: {err}); "
+              f"the run is kept with its marker: fix book/discussion/ and run `cflib refresh "
+              f"{ch.name}`", flush=True)
     scrub_paths(out_nb, injected["results_dir"], rel(res_dir))
     inputs = input_digests(ch, {k: v for k, v in params.items()},
                            [PROJECT_ROOT / m if not Path(m).is_absolute() else m

@@ -194,6 +194,23 @@ class Readings:
         table, dataset = ("c3lt", "mnist") if name == "mnist_eval" else ("c3lt", "fmnist")
         return Readings(df, table, dataset)
 
+    def rv(self, method: str, metric: str, repeat: int, model: str = "",
+           variant: str = "") -> float:
+        """The value of one repeat (the Bayesian chapter's rows come per repeat)."""
+        d = self.results
+        d = d[(d["method"] == method) & (d["metric"] == metric) & (d["model"] == model)
+              & (d["variant"] == variant) & (d["repeat"] == repeat)]
+        v = pd.to_numeric(d["value"], errors="coerce")
+        return float(v.mean()) if len(v) else math.nan
+
+    def better_in_repeats(self, a: str, b: str, metric: str, model: str = "") -> str:
+        """``"in k of n repeats"``: where ``a`` is at least as good as ``b`` on ``metric``."""
+        spec = get_spec(metric)
+        reps = sorted(int(x) for x in set(self.results["repeat"]) if int(x) >= 0)
+        k = sum(spec.better(self.rv(a, metric, r, model), self.rv(b, metric, r, model))
+                for r in reps)
+        return f"in {k} of {len(reps)} repeats"
+
     def pairs(self) -> list[str]:
         """The class pairs of a C3LT table, in the results' order."""
         return [p for p in dict.fromkeys(self.results["pair"]) if p]
@@ -228,13 +245,16 @@ def render(template: str, readings: Readings, **context) -> str:
     env = environment()
     names = {k: getattr(readings, k) for k in
              ("v", "m", "sd", "spread", "paper", "values", "seeds_where", "in_seeds",
-              "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame")}
+              "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
+              "better_in_repeats")}
     from cflib.bench.profiles import PROFILES
     from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
 
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
+    from cflib.book.report.tables import kendall_tau
+
     return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
-                                             math=math, profile=profile,
+                                             math=math, profile=profile, kendall=kendall_tau,
                                              confounded_ratio=CONFOUNDED_RATIO,
                                              **names, **context)
 
@@ -252,7 +272,11 @@ def readings_for(chapter: str, results_dir) -> Readings:
     _, per_seed = read_sweep(name, profile, root=results_dir / "sweep", own=df)
     if per_seed:
         per_seed = {k: read_results_frame(v) for k, v in per_seed.items()}
-    extra = {"tuning_dir": results_dir / "tuning", "sweep_root": results_dir / "sweep"}
+    from cflib.bench.tuning import TUNING_DIR
+
+    tuning = results_dir / "tuning"
+    extra = {"tuning_dir": tuning if tuning.exists() else TUNING_DIR,
+             "sweep_root": results_dir / "sweep"}
     for other in ("mnist_eval", "fashion_mnist_test"):
         if ch.name == "cross_dataset" and (results_dir / f"{other}.csv").exists():
             extra[other] = read_results(results_dir / f"{other}.csv")

@@ -23,8 +23,8 @@ from cflib.metrics.spec import SPECS
 
 #: the text column of the book at desktop width, in CSS pixels, and the width of an
 #: average character of a table (0.85 em of 16 px)
-COLUMN_PX = 740
-CHAR_PX = 7.6
+COLUMN_PX = 780
+CHAR_PX = 7.0
 
 
 def fmt(v, digits: int = 3) -> str:
@@ -42,6 +42,8 @@ def fmt(v, digits: int = 3) -> str:
         return "–"
     if x == 0:
         return "0"
+    if x.is_integer() and abs(x) < 1e6:
+        return f"{int(x):,}"
     a = abs(x)
     if a >= 10 ** digits:
         return f"{x:,.0f}" if a < 1e6 else f"{x:.{digits - 1}e}"
@@ -104,7 +106,7 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
                 cells = []
                 for r in rows:
                     text = fmt(sub.loc[r, main], digits)
-                    if "± sd" in parts and main == "mean":
+                    if "± sd" in parts:
                         sd = sub.loc[r, "± sd"]
                         text += "" if pd.isna(sd) else f" ± {fmt(sd, 2)}"
                     if "±" in parts:
@@ -114,6 +116,8 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
                     if "low" in parts and "high" in parts and not pd.isna(sub.loc[r, "low"]):
                         extra = (f"[{fmt(sub.loc[r, 'low'], 2)}, "
                                  f"{fmt(sub.loc[r, 'high'], 2)}]")
+                    if "of" in parts and not pd.isna(sub.loc[r, "of"]):
+                        extra = (extra + " " if extra else "") + f"of {fmt(sub.loc[r, 'of'], digits)}"
                     if "paper" in parts and not sub["paper"].isna().all():
                         p = sub.loc[r, "paper"]
                         extra = (extra + " " if extra else "") + (
@@ -121,7 +125,7 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
                     cells.append(html.escape(text) + (
                         f'<br><span class="paper">{html.escape(extra)}</span>' if extra else ""))
                 cols[head] = cells
-                used = {main, "± sd", "±", "low", "high", "paper"}
+                used = {main, "± sd", "±", "low", "high", "paper", "of"}
             for part in parts:
                 if part in used:
                     continue

@@ -209,9 +209,11 @@ def summary(results_dir="results") -> str:
             ours = _cell(m, "C3LT", metric)
             paper = reported_value("c3lt", dataset, "C3LT", metric)
             parts.append(f"{metric} {_fmt(ours)} (paper {_fmt(paper)})")
-        lines.append(f"| {title} | C3LT {', '.join(parts)}; real target images IM1 "
-                     f"{_fmt(_cell(m, 'Original Data', 'IM1'))} |")
+        lines.append(f"| {title} | C3LT {', '.join(parts)}; real target images: IM1 "
+                     f"{_fmt(_cell(m, 'Original Data', 'IM1'))}, proximity "
+                     f"{_fmt(_cell(m, 'Original Data', 'Proximity'))} |")
     b = f["mnist_bayesian"]
+    b = b[b["variant"] == ""]
     parts = []
     for model in dict.fromkeys(b.loc[b["model"] != "", "model"]):
         ours = _cell(b, "PSCE", "IM1", model=model)
@@ -223,6 +225,8 @@ def summary(results_dir="results") -> str:
     parts = [f"FP32 accuracy {_fmt(_cell(q, 'FP32', 'Accuracy'))}"]
     for m in ("PTQ INT8", "PTQ INT4", "MixedPrec-QAT", "CFQ-QAT"):
         parts.append(f"{m} VD {_fmt(_cell(q, m, 'VD'))}")
+    parts.append(f"false acceptance CFQ-QAT {_fmt(_cell(q, 'CFQ-QAT', 'FA_recon'))} "
+                 f"(FP32 {_fmt(_cell(q, 'FP32', 'FA_recon'))})")
     lines.append("| Recourse under quantization, Fashion-MNIST | " + ", ".join(parts) + " |")
     return "\n".join(lines)
 
