@@ -26,6 +26,32 @@ def _logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model.logits(x) if hasattr(model, "logits") else model(x)
 
 
+class BestEpoch:
+    """The epoch of the best validation score, its weights, and early stopping.
+
+    ``update(score, epoch)`` after every epoch keeps a copy of the weights when the score
+    improves (higher or lower is better, ``higher``) and returns True once ``patience``
+    epochs in a row have not improved it; ``restore()`` loads the best weights back.
+    """
+
+    def __init__(self, model: nn.Module, higher: bool, patience: int | None = None):
+        self.model, self.higher, self.patience = model, higher, patience
+        self.best = -float("inf") if higher else float("inf")
+        self.epoch, self.stale, self.state = -1, 0, None
+
+    def update(self, score: float, epoch: int) -> bool:
+        if (score > self.best) if self.higher else (score < self.best):
+            self.best, self.epoch, self.stale = score, epoch, 0
+            self.state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+            return False
+        self.stale += 1
+        return self.patience is not None and self.stale >= self.patience
+
+    def restore(self) -> None:
+        if self.state is not None:
+            self.model.load_state_dict(self.state)
+
+
 def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int,
                      lr: float = 1e-3, batch_size: int = 128, seed: int = 0,
                      desc: str = "classifier", weight_decay: float | None = None,
@@ -46,7 +72,7 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs:
         opt = torch.optim.Adam(model.parameters(), lr=lr)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    best, best_state, best_epoch, stale, ran = -1.0, None, -1, 0, 0
+    keep, ran = BestEpoch(model, higher=True, patience=patience), 0
     for ep in progress(range(epochs), desc=desc):
         model.train()
         for idx in batches(len(x), batch_size, seed + ep):
@@ -58,22 +84,13 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
             opt.step()
         ran = ep + 1
-        if x_val is None:
-            continue
-        acc = accuracy(model, x_val, y_val)
-        if acc > best:
-            best, best_epoch, stale = acc, ep + 1, 0
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        else:
-            stale += 1
-            if patience is not None and stale >= patience:
-                break
-    if best_state is not None:
-        model.load_state_dict(best_state)
+        if x_val is not None and keep.update(accuracy(model, x_val, y_val), ep + 1):
+            break
+    keep.restore()
     model.eval()
     if x_val is None:
         return {}
-    return {"epochs_run": ran, "best_epoch": best_epoch, "val_accuracy": best}
+    return {"epochs_run": ran, "best_epoch": keep.epoch, "val_accuracy": keep.best}
 
 
 def train_autoencoder(model: nn.Module, x: torch.Tensor, epochs: int, lr: float = 1e-3,
@@ -89,7 +106,7 @@ def train_autoencoder(model: nn.Module, x: torch.Tensor, epochs: int, lr: float 
     """
     dev = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    best, best_state, best_epoch, stale, ran = float("inf"), None, -1, 0, 0
+    keep, ran = BestEpoch(model, higher=False, patience=patience), 0
     for ep in progress(range(epochs), desc=desc):
         model.train()
         for idx in batches(len(x), batch_size, seed + ep):
@@ -99,22 +116,13 @@ def train_autoencoder(model: nn.Module, x: torch.Tensor, epochs: int, lr: float 
             loss.backward()
             opt.step()
         ran = ep + 1
-        if x_val is None:
-            continue
-        val = reconstruction_mse(model, x_val)
-        if val < best:
-            best, best_epoch, stale = val, ep + 1, 0
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        else:
-            stale += 1
-            if patience is not None and stale >= patience:
-                break
-    if best_state is not None:
-        model.load_state_dict(best_state)
+        if x_val is not None and keep.update(reconstruction_mse(model, x_val), ep + 1):
+            break
+    keep.restore()
     model.eval()
     if x_val is None:
         return {}
-    return {"epochs_run": ran, "best_epoch": best_epoch, "val_mse": best}
+    return {"epochs_run": ran, "best_epoch": keep.epoch, "val_mse": keep.best}
 
 
 @torch.no_grad()

@@ -395,10 +395,12 @@ class C3LT(Explainer):
         per_epoch = -(-n // cfg.batch_size)
         log_every = max(1, per_epoch // 10)     # about ten points of the curves per epoch
         done = 0
-        for ep in progress(range(cfg.epochs), desc=f"C3LT {q}->{t}"):
+        for ep in range(cfg.epochs):
             perm_q, perm_t = torch.randperm(len(x_q), generator=gen), torch.randperm(len(x_t), generator=gen)
             sums, seen = torch.zeros(6), 0
-            for k, i in enumerate(range(0, n, cfg.batch_size)):
+            steps = progress(range(0, n, cfg.batch_size),
+                             desc=f"C3LT {q}->{t} epoch {ep + 1}/{cfg.epochs}")
+            for k, i in enumerate(steps):
                 iq, it = perm_q[i:min(i + cfg.batch_size, n)], perm_t[i:min(i + cfg.batch_size, n)]
                 x1, x2 = x_q[iq].to(dev), x_t[it].to(dev)
                 z1, z2 = z_q_all[iq.to(z_q_all.device)], z_t_all[it.to(z_t_all.device)]

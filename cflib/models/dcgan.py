@@ -153,10 +153,12 @@ def train_dcgan(gan: DCGAN, x: torch.Tensor, epochs: int, lr: float = 2e-4,
     opt_g = torch.optim.Adam(G.parameters(), lr=lr, betas=(beta1, 0.999))
     gan.train()
     stats: dict = {}
-    for _ in progress(range(epochs), desc=desc):
+    for ep in range(epochs):
         sums = torch.zeros(4)
         n_seen = 0
-        for idx in _order(len(x), gen).split(batch_size):
+        # progress inside the epoch: one epoch of the DCGAN takes minutes on a CPU
+        for idx in progress(_order(len(x), gen).split(batch_size),
+                            desc=f"{desc} epoch {ep + 1}/{epochs}"):
             real = x[idx].to(dev)
             b = len(real)
             ones, zeros = torch.ones(b, device=dev), torch.zeros(b, device=dev)
@@ -214,9 +216,10 @@ def train_encoder(encoder: EncoderDCGAN, generator: Generator, x: torch.Tensor, 
     encoder.train()
     stats: dict = {}
     try:
-        for _ in progress(range(epochs), desc=desc):
+        for ep in range(epochs):
             sums, n_seen = torch.zeros(2), 0
-            for idx in _order(len(x), gen).split(batch_size):
+            for idx in progress(_order(len(x), gen).split(batch_size),
+                                desc=f"{desc} epoch {ep + 1}/{epochs}"):
                 real = x[idx].to(dev)
                 b = len(real)
                 loss_img = (generator(encoder(real)) - real).abs().mean()

@@ -38,7 +38,7 @@ from cflib.quantization.fake import (
 from cflib.quantization.model import QuantSmallCNN
 from cflib.scopes import frozen
 from cflib.tensors import model_device
-from cflib.training import accuracy, batches
+from cflib.training import BestEpoch, accuracy, batches
 
 
 def _check_common(cfg) -> None:
@@ -392,11 +392,9 @@ def train_kd_student(student: nn.Module, teacher_model: nn.Module, x: torch.Tens
     without improvement.  Returns the best epoch, its accuracy and the epochs run (or {})."""
     dev = model_device(student)
     opt = torch.optim.AdamW(student.parameters(), lr=lr, weight_decay=weight_decay)
-    best, best_state, best_epoch, ran = -1.0, None, -1, 0
+    keep, ran = BestEpoch(student, higher=True, patience=patience or None), 0
     with frozen(teacher_model):
         for ep in progress(range(epochs), desc=desc):
-            if patience and best_epoch > 0 and ep - best_epoch >= patience:
-                break
             ran = ep + 1
             student.train()
             for idx in batches(len(x), batch_size, seed + ep):
@@ -407,15 +405,11 @@ def train_kd_student(student: nn.Module, teacher_model: nn.Module, x: torch.Tens
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
                 opt.step()
-            if x_val is not None:
-                acc = accuracy(student, x_val, y_val)
-                if acc > best:
-                    best, best_epoch = acc, ep + 1
-                    best_state = {k: v.detach().clone() for k, v in student.state_dict().items()}
-    if best_state is not None:
-        student.load_state_dict(best_state)
+            if x_val is not None and keep.update(accuracy(student, x_val, y_val), ep + 1):
+                break
+    keep.restore()
     student.eval()
-    return {} if x_val is None else {"best_epoch": best_epoch, "val_accuracy": best,
+    return {} if x_val is None else {"best_epoch": keep.epoch, "val_accuracy": keep.best,
                                      "epochs_run": ran}
 
 
