@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import argparse
 import os
+
+os.environ.setdefault("TQDM_DISABLE", "1")  # a log of results, not of progress bars
 import platform
 import sys
 import time
@@ -62,13 +64,13 @@ from cflib.tensors import predict  # noqa: E402
 SETTING = {
     **{m: "c3lt" for m in ("Original Data", "Query (unchanged)", "Adv. Attack", "CEM",
                            "CEM (targeted)", "CVE", "CVE (receptive field)", "ExpGAN", "C3LT",
-                           "C3LT (reconstruction)")},
+                           "C3LT (reconstruction)", "C3LT (inverted)")},
     **{m: "bayes" for m in ("Wachter", "BayesCF", "ROAR", "Schut", "PSCE")},
     "Latent PGD": "quant",
 }
 #: methods that search (optimise or iterate per image); the rest are one forward pass
 ITERATIVE = ["Adv. Attack", "CEM", "CEM (targeted)", "CVE", "CVE (receptive field)",
-             "Wachter", "BayesCF", "ROAR", "Schut", "PSCE", "Latent PGD"]
+             "C3LT (inverted)", "Wachter", "BayesCF", "ROAR", "Schut", "PSCE", "Latent PGD"]
 #: searches that stop each query when it is done and drop it from the batch
 COMPACTING = ["Wachter", "BayesCF", "ROAR", "Schut", "PSCE"]
 
@@ -220,6 +222,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     for m in args.methods:
         catalog.get_entry(m)
+        if m not in SETTING:
+            raise SystemExit(f"{m!r} has no benchmark setting; add it to SETTING in {__file__}")
     dev = torch.device(args.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("DEVICE=cuda but CUDA is not available on this machine")

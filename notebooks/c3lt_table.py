@@ -128,9 +128,12 @@ report.page_table(table)
 # training seeds each expected ordering holds.
 
 # %%
-display(report.page_table(report.comparison_table(run.results, "c3lt", dataset,
-                                                  metrics=metric_names, methods=run.methods)))
-if merged is not None:
+if merged is None:
+    display(Markdown("No sweep: the table above is this run's training seed alone, and the "
+                     "orderings are checked in it once (below, *What the run shows*)."))
+else:
+    display(report.page_table(report.comparison_table(run.results, "c3lt", dataset,
+                                                      metrics=metric_names, methods=run.methods)))
     display(report.verdicts(runner.shape_checks_by_seed(per_seed, "c3lt",
                                                         select=results.table_means)))
 

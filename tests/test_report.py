@@ -293,3 +293,20 @@ def test_a_changed_result_changes_the_discussion(chapter, tmp_path):
             df.to_csv(f, index=False)
     after = discussion_text(chapter, res)
     assert after != before
+
+
+def test_the_discussions_number_formats():
+    from cflib.book.report.discussion import d, f
+    assert [f(0.12345), f(3), f(2.5e-5), f(float("nan"))] == ["0.123", "3", "2.50e-05", "–"]
+    assert [d(0.0042), d(-0.00478), d(2e-4), d(None)] == ["+0.004", "−0.005", "0.000", "–"]
+
+
+def test_the_cross_dataset_ranking_ranks_the_papers_rows_and_the_unchanged_query():
+    from cflib.bench.results import MEAN_OVER_PAIRS
+    from cflib.book.report.tables import paper_rows, rank_methods
+    rows = paper_rows("c3lt")
+    assert rows[-1] == "Query (unchanged)" and "C3LT" in rows and "CEM (targeted)" not in rows
+    df = pd.DataFrame({"method": ["C3LT", "CEM (targeted)", "CEM"], "metric": "Proximity",
+                       "value": [0.3, 0.01, 0.05], "aggregate": MEAN_OVER_PAIRS, "variant": ""})
+    ranks = rank_methods({"MNIST": df}, ["Proximity"], rows)["MNIST"]["Proximity"]
+    assert ranks.to_dict() == {"C3LT": 2.0, "CEM": 1.0}

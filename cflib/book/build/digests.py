@@ -15,7 +15,7 @@ from pathlib import Path
 from cflib.bench.data import PROJECT_ROOT, checksums, data_root
 from cflib.book.build.notebook import discussion_template, to_notebook
 from cflib.book.build.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
-from cflib.book.chapters import Chapter, check, get_chapter
+from cflib.book.chapters import Chapter, check, get_chapter, run_params
 
 __all__ = ["source_digests", "input_digests", "stale_reasons"]
 
@@ -96,7 +96,7 @@ def stale_reasons(chapter: str | Chapter, params: dict | None = None,
     meta = nbformat.read(path, as_version=4).metadata.get("cflib")
     if not meta or "inputs" not in meta:
         return [f"{rel(path)} has no record of its inputs"]
-    params = params or check(ch, {k: v for k, v in BOOK_RUN.items()})
+    params = params or check(ch, run_params(ch, BOOK_RUN))
     old = meta["inputs"]
     now = input_digests(ch, params, [PROJECT_ROOT / m for m in old.get("modules", {})],
                         list(old.get("data", {})))

@@ -21,7 +21,8 @@ Functions of the context (:class:`Readings`):
   ``values(method, metric, ...)`` reading each seed; ``in_seeds(test)`` the phrase
   ``"in k of n seeds"``; ``better(a, b, metric)`` the phrase for a comparison in the
   metric's own direction;
-* filters ``f`` (3 significant digits), ``pct`` (a percentage), ``n0`` (an integer).
+* filters ``f`` (3 significant digits), ``d`` (a signed difference, 3 decimals),
+  ``pct`` (a percentage), ``n0`` (an integer).
 """
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ from cflib.book.spread import read_sweep
 from cflib.metrics.spec import get_spec
 
 MARKER = "<!-- discussion -->"
+
+
+def d(v, decimals: int = 3) -> str:
+    """A signed difference at fixed ``decimals`` (``+0.004``, ``−0.005``; ``–`` when missing)."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    s = f"{abs(v):.{decimals}f}"
+    if float(s) == 0:
+        return s
+    return ("+" if v > 0 else "−") + s
 
 
 def f(v, digits: int = 3) -> str:
@@ -177,7 +188,7 @@ class Readings:
         Fashion-MNIST, change), from the two C3LT chapters' results (the means over
         their training seeds where swept)."""
         from cflib.bench.tables.c3lt import C3LT_METRICS
-        from cflib.book.report.tables import rank_methods, rank_summary
+        from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
         from cflib.book.spread import seed_means
 
         frames = {}
@@ -186,7 +197,8 @@ class Readings:
                 frames[title], _ = seed_means(name, self.extra[name],
                                               str(self.extra[name]["profile"].iloc[0]),
                                               root=self.extra.get("sweep_root", "results/sweep"))
-        return rank_summary(rank_methods(frames, [s.name for s in C3LT_METRICS]))
+        return rank_summary(rank_methods(frames, [s.name for s in C3LT_METRICS],
+                                         paper_rows("c3lt")))
 
     def frame(self, name: str) -> "Readings":
         """Readings of another chapter's results read beside this one (cross-dataset)."""
@@ -236,7 +248,7 @@ def environment():
 
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False,
                              keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(f=f, pct=pct, n0=n0)
+    env.filters.update(f=f, d=d, pct=pct, n0=n0)
     return env
 
 

@@ -25,6 +25,8 @@ from cflib.metrics.spec import SPECS
 #: average character of a table (0.85 em of 16 px)
 COLUMN_PX = 780
 CHAR_PX = 7.0
+#: headers and row labels are bold <th> cells: wider per character
+BOLD_CHAR_PX = 8.3
 
 
 def fmt(v, digits: int = 3) -> str:
@@ -160,24 +162,24 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
     return Page("".join(out))
 
 
-def _text_width(cell: str) -> float:
+def _text_width(cell: str, char_px: float = CHAR_PX) -> float:
     import re
 
     lines = re.sub(r"<br\s*/?>", "\n", cell)
     lines = re.sub(r"<[^>]+>", "", lines)
-    return max((len(html.unescape(x)) for x in lines.split("\n")), default=0) * CHAR_PX + 22
+    return max((len(html.unescape(x)) for x in lines.split("\n")), default=0) * char_px + 22
 
 
 def _chunks(cols: dict[str, list[str]], labels: list[str], width: int) -> list[list[str]]:
     """Split the columns into tables that each fit ``width`` px beside the label column
     (a text column counts as 16 em)."""
-    label_w = max(_text_width(html.escape(x)) for x in labels)
+    label_w = max(_text_width(html.escape(x), BOLD_CHAR_PX) for x in labels)
     out, cur, used = [], [], label_w
     for h, cells in cols.items():
         if any(c.startswith('<span class="text">') for c in cells):
             w = 16 * 13.6 + 22
         else:
-            w = max([_text_width(html.escape(h))] + [_text_width(c) for c in cells])
+            w = max([_text_width(html.escape(h), BOLD_CHAR_PX)] + [_text_width(c) for c in cells])
         if cur and used + w > width:
             out.append(cur)
             cur, used = [], label_w

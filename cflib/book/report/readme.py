@@ -218,7 +218,8 @@ def summary(results_dir="results") -> str:
     for model in dict.fromkeys(b.loc[b["model"] != "", "model"]):
         ours = _cell(b, "PSCE", "IM1", model=model)
         paper = reported_value("bayes", "mnist", "PSCE", "IM1", model)
-        parts.append(f"{model.replace('_', ' ')} {_fmt(ours)} (paper {_fmt(paper)})")
+        label = {"mc_dropout": "MC dropout", "bnn": "BNN"}.get(model, model.replace("_", " "))
+        parts.append(f"{label} {_fmt(ours)} (paper {_fmt(paper)})")
     lines.append("| Bayesian classifiers, MNIST | PSCE IM1 " + ", ".join(parts) + " |")
     q = f["fashion_mnist_quant"]
     q = q[q["variant"] == ""]

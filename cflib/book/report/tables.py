@@ -102,7 +102,8 @@ def pairs_table(dataset: str, pairs) -> pd.DataFrame:
     rows = []
     for p in pairs:
         q, t = parse_pair(p)
-        rows.append({"pair": p, "query": f"{q} ({names[q]})", "target": f"{t} ({names[t]})"})
+        rows.append({"pair": p, **{role: str(c) if str(names[c]) == str(c) else f"{c} ({names[c]})"
+                                   for role, c in (("query", q), ("target", t))}})
     return pd.DataFrame(rows).set_index("pair")
 
 
@@ -200,12 +201,26 @@ def profile_table(profile, groups) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("size")
 
 
-def rank_methods(frames: dict, metrics) -> dict:
+#: the reference rows ranked beside the paper's own rows
+RANKED_REFERENCE_ROWS = ("Query (unchanged)",)
+
+
+def paper_rows(table: str) -> list[str]:
+    """The rows the paper's table has (in its order), then our reference rows: the rows
+    a ranking of methods compares (our variants, e.g. ``CEM (targeted)``, left out)."""
+    rows = list(dict.fromkeys(load_reported()
+                              .query("table == @table")["method"]))
+    return rows + [r for r in RANKED_REFERENCE_ROWS if r not in rows]
+
+
+def rank_methods(frames: dict, metrics, methods=None) -> dict:
     """Per dataset, each method's rank (1 = best) on the pair-mean of each metric, in the
-    metric's own direction."""
+    metric's own direction; ``methods`` (default: every row) are the rows ranked."""
     out = {}
     for name, df in frames.items():
         mean = df[(df["aggregate"] == MEAN_OVER_PAIRS) & (df["method"] != CLASSIFIER)]
+        if methods is not None:
+            mean = mean[mean["method"].isin(list(methods))]
         if "variant" in mean.columns:
             mean = mean[mean["variant"].fillna("") == ""]
         wide = mean.pivot_table(index="method", columns="metric", values="value", sort=False)
