@@ -116,10 +116,6 @@ def test_the_readmes_papermill_example_leaves_the_clone_clean(fresh_clone, tmp_p
     assert (fresh_clone / cmd[2]).exists()
 
 
-@pytest.mark.xfail(strict=True, reason="known failure, issue 21 open: a report Page has no "
-                   "stable text/plain (its repr prints a memory address), so same_outputs sees a "
-                   "change; the fix edits modules every chapter records as inputs, i.e. a full "
-                   "re-execution of the book")
 def test_re_running_a_chapter_with_unchanged_inputs_leaves_the_clone_clean(fresh_clone,
                                                                            tmp_path):
     """`make chapter NB=cross_dataset` on a clone, twice: its outputs are those of the

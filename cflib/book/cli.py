@@ -24,9 +24,9 @@ def _listing() -> str:
     for c in CHAPTERS.values():
         lines.append(f"parameters of {c.name} (-p NAME VALUE):")
         for p in parameter_schema(c.path).values():
-            fixed = f" [fixed: {c.fixed[p.name]!r}]" if p.name in c.fixed else ""
-            lines.append(f"  {p.name:<14} {' | '.join(p.types):<12} default {p.default!r}{fixed}"
-                         f"  {p.help}")
+            value = (f"fixed {c.fixed[p.name]!r}" if p.name in c.fixed   # the chapter's own
+                     else f"default {p.default!r}")
+            lines.append(f"  {p.name:<14} {' | '.join(p.types):<12} {value}  {p.help}")
     return "\n".join(lines)
 
 

@@ -42,9 +42,13 @@ from cflib.metrics.spec import get_spec
 MARKER = "<!-- discussion -->"
 
 
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and not math.isfinite(v))
+
+
 def d(v, decimals: int = 3) -> str:
     """A signed difference at fixed ``decimals`` (``+0.004``, ``−0.005``; ``–`` when missing)."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+    if _missing(v):
         return "–"
     s = f"{abs(v):.{decimals}f}"
     if float(s) == 0:
@@ -54,7 +58,7 @@ def d(v, decimals: int = 3) -> str:
 
 def f(v, digits: int = 3) -> str:
     """A number with ``digits`` significant digits (``–`` when missing)."""
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+    if _missing(v):
         return "–"
     if isinstance(v, (int,)) and not isinstance(v, bool):
         return f"{v:,}"

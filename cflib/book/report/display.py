@@ -29,9 +29,10 @@ CHAR_PX = 7.0
 BOLD_CHAR_PX = 8.3
 
 
-def fmt(v, digits: int = 3) -> str:
+def fmt(v, digits: int = 3, count: bool = True) -> str:
     """A number with ``digits`` significant digits, thousands separated, no exponent
-    below 1e6 ('–' when missing)."""
+    below 1e6 ('–' when missing).  A whole number prints as a count (``12``, ``1,000``)
+    unless ``count=False`` (a column of measurements: ``1.00`` beside ``0.953``)."""
     if v is None or isinstance(v, str):
         return "–" if v is None else v
     if isinstance(v, (bool, np.bool_)):
@@ -43,8 +44,8 @@ def fmt(v, digits: int = 3) -> str:
     if not math.isfinite(x):
         return "–"
     if x == 0:
-        return "0"
-    if x.is_integer() and abs(x) < 1e6:
+        return "0" if count else f"{0:.{digits - 1}f}"
+    if count and x.is_integer() and abs(x) < 1e6:
         return f"{int(x):,}"
     a = abs(x)
     if a >= 10 ** digits:
@@ -64,6 +65,13 @@ def _arrows() -> dict[str, str]:
     return out
 
 
+def _is_count(values) -> bool:
+    """Are the numbers of a column all whole (counts, not measurements)?"""
+    nums = [float(v) for v in values if isinstance(v, (int, float, np.number))
+            and not isinstance(v, (bool, np.bool_)) and math.isfinite(float(v))]
+    return all(x.is_integer() for x in nums)
+
+
 def _header(title: str, arrows: dict) -> str:
     arrow = arrows.get(title, "")
     return f"{title} {arrow}".strip()
@@ -80,6 +88,16 @@ class Page:
 
     def __str__(self) -> str:
         return self.body
+
+    def __repr__(self) -> str:
+        """Its text without the markup (what a terminal or a text-only reader shows), so
+        that the same page prints the same way in every run."""
+        import re
+
+        text = re.sub(r"<br\s*/?>|</(?:tr|li|p|caption)>", "\n", self.body)
+        text = html.unescape(re.sub(r"<[^>]+>", " ", text))
+        lines = [" ".join(line.split()) for line in text.split("\n")]
+        return "\n".join(line for line in lines if line)
 
 
 def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
@@ -106,8 +124,10 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
             used = set()
             if main is not None:
                 cells = []
+                whole = _is_count(sub[main])
+                paper_whole = "paper" in parts and _is_count(sub["paper"])
                 for r in rows:
-                    text = fmt(sub.loc[r, main], digits)
+                    text = fmt(sub.loc[r, main], digits, whole)
                     if "± sd" in parts:
                         sd = sub.loc[r, "± sd"]
                         text += "" if pd.isna(sd) else f" ± {fmt(sd, 2)}"
@@ -123,7 +143,7 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
                     if "paper" in parts and not sub["paper"].isna().all():
                         p = sub.loc[r, "paper"]
                         extra = (extra + " " if extra else "") + (
-                            f"paper {fmt(p, digits)}" if not pd.isna(p) else "")
+                            f"paper {fmt(p, digits, paper_whole)}" if not pd.isna(p) else "")
                     cells.append(html.escape(text) + (
                         f'<br><span class="paper">{html.escape(extra)}</span>' if extra else ""))
                 cols[head] = cells
@@ -131,13 +151,15 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
             for part in parts:
                 if part in used:
                     continue
+                whole = _is_count(sub[part])
                 cols[f"{head} {part}" if main is not None else f"{m} {part}"] = [
-                    html.escape(fmt(sub.loc[r, part], digits)) for r in rows]
+                    html.escape(fmt(sub.loc[r, part], digits, whole)) for r in rows]
     else:
         for c in table.columns:
             vals = table[c]
             text = vals.map(lambda v: isinstance(v, str) and len(v) > 24).any()
-            cells = [html.escape(fmt(v, digits)) for v in vals]
+            whole = _is_count(vals)
+            cells = [html.escape(fmt(v, digits, whole)) for v in vals]
             cols[_header(fmt(c) if not isinstance(c, str) else c, arrows)] = (
                 [f'<span class="text">{v}</span>' for v in cells] if text else cells)
     if not isinstance(table, pd.DataFrame):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -21,9 +22,13 @@ from cflib.bench.results import CLASSIFIER, read_results, table_means
 from cflib.bench.tables.c3lt import C3LT_METRICS
 from cflib.book.build.paths import BOOK_RUN, CHAPTER_DIR
 from cflib.book.chapters import CHAPTERS
+from cflib.book.report.display import page_table
 from cflib.book.report.tables import bayes_table, comparison_table, quant_table, spread_table
 from cflib.book.spread import read_sweep
 from cflib.io import atomic_write
+
+#: a headline block: its sentence, its table and the table's markdown form
+Block = tuple[str, pd.DataFrame, Callable[[pd.DataFrame], str]]
 
 SUMMARY_START, SUMMARY_END = "<!-- summary:start -->", "<!-- summary:end -->"
 
@@ -70,7 +75,7 @@ def markdown_spread(table: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join(lines)
 
 
-def _c3lt_block(df: pd.DataFrame, dataset: str, name: str, results_dir) -> str:
+def _c3lt_block(df: pd.DataFrame, dataset: str, name: str, results_dir) -> Block:
     metrics = [s.name for s in C3LT_METRICS]
     methods = list(dict.fromkeys(df.loc[df["method"] != CLASSIFIER, "method"]))
     profile = df["profile"].iloc[0]
@@ -81,23 +86,26 @@ def _c3lt_block(df: pd.DataFrame, dataset: str, name: str, results_dir) -> str:
         return (f"**{DATASET_TITLES[dataset]}**, profile `{profile}`, {n} training seeds "
                 f"({merged['seeds'].iloc[0].replace(' ', ', ')}; classifier test accuracy "
                 f"{acc['mean'].item():.4f} ± {acc['sd'].item():.4f}); mean over the three "
-                f"pairs, mean ± sd over seeds / paper:\n\n"
-                + markdown_spread(spread_table(merged, "c3lt", dataset, metrics, methods)))
+                f"pairs, mean ± sd over seeds, the paper's value beneath:",
+                spread_table(merged, "c3lt", dataset, metrics, methods), markdown_spread)
     acc = df.loc[df["method"] == CLASSIFIER, "value"].item()
     t = comparison_table(df, "c3lt", dataset, metrics=metrics, methods=methods)
     return (f"**{DATASET_TITLES[dataset]}**, profile `{profile}`, training seed "
             f"{df['train_seed'].iloc[0]} (classifier test accuracy {acc:.4f}); mean over the "
-            f"three pairs, ours / paper:\n\n" + markdown_ours_paper(t))
+            f"three pairs, ours with the paper's value beneath:",
+            t, markdown_ours_paper)
 
 
-def _bayes_blocks(df: pd.DataFrame) -> list[str]:
+def _bayes_blocks(df: pd.DataFrame) -> list[Block]:
     out = []
     for s in dict.fromkeys(df.loc[df["method"] != CLASSIFIER, "model"]):
         acc = df.loc[(df["method"] == CLASSIFIER) & (df["model"] == s), "value"].item()
         n = df.loc[(df["model"] == s) & (df["repeat"] >= 0), "repeat"].nunique()
-        out.append(f"**MNIST, Bayesian classifiers: {s}**, profile `{df['profile'].iloc[0]}` "
-                   f"(posterior-mean test accuracy {acc:.4f}); mean ± sd over {n} repeats, "
-                   f"paper's IM1 after the slash:\n\n" + markdown_bayes(bayes_table(df, s)))
+        label = {"mc_dropout": "MC dropout", "bnn": "BNN"}.get(s, s)
+        out.append((f"**MNIST, Bayesian classifiers: {label}**, profile "
+                    f"`{df['profile'].iloc[0]}` (posterior-mean test accuracy {acc:.4f}); mean "
+                    f"± sd over {n} repeats, the paper's IM1 beneath:",
+                    bayes_table(df, s), markdown_bayes))
     return out
 
 
@@ -129,17 +137,17 @@ def markdown_quant(table: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join(lines)
 
 
-def _quant_block(df: pd.DataFrame) -> list[str]:
+def _quant_block(df: pd.DataFrame) -> list[Block]:
     seeds = df["train_seed"].nunique()
     spread = "the 95 % bootstrap half-width" if seeds == 1 else f"the sd over {seeds} seeds"
     fp = df[(df["method"] == "FP32") & (df["variant"] == "")].groupby("metric")["value"].mean()
-    return [f"**Fashion-MNIST, recourse under quantization**, profile `{df['profile'].iloc[0]}` "
+    return [(f"**Fashion-MNIST, recourse under quantization**, profile `{df['profile'].iloc[0]}` "
             f"(FP32 test accuracy {fp['Accuracy']:.4f}, FP recourse feasible for "
             f"{fp['FP_Feasible']:.3f} of the queries); accuracy and overhead ours / paper "
             f"(overhead: compression time over PTQ INT8's, the paper's base is not published), "
             f"VD and false acceptance on reconstructions with 95 % Wilson intervals, CRG and "
-            f"DirSim ours ± {spread} (the paper's are not public):\n\n"
-            + markdown_quant(quant_table(df))]
+            f"DirSim ours ± {spread} (the paper's are not public):",
+             quant_table(df), markdown_quant)]
 
 
 #: results file -> how its headline block is made (from the file and the results folder)
@@ -151,8 +159,10 @@ BLOCKS = {
 }
 
 
-def headline(results_dir="results") -> str:
-    """Markdown headline tables of every results file of the book.
+def headline(results_dir="results", html: bool = False) -> str:
+    """The headline tables of every results file of the book: markdown (the terminal's),
+    or with ``html=True`` the page tables of the chapters (:func:`page_table`: one cell
+    per metric, split to fit the book's column).
 
     Every file of :data:`BLOCKS` must exist: a missing one is an error, never an
     emptied table.
@@ -160,7 +170,8 @@ def headline(results_dir="results") -> str:
     frames = _frames(results_dir)
     out = []
     for name, block in BLOCKS.items():
-        out += block(frames[name], results_dir)
+        for text, table, markdown in block(frames[name], results_dir):
+            out.append(f"{text}\n\n" + (str(page_table(table)) if html else markdown(table)))
     return "\n\n".join(out)
 
 
@@ -241,7 +252,7 @@ def results_page(results_dir="results", nb_dir: Path = CHAPTER_DIR) -> str:
     return ("(results)=\n# Results at a glance\n\n"
             "*Written by `cflib readme` from the committed results files; each chapter "
             "shows the same numbers with their figures, checks and protocol notes.*\n\n"
-            + headline(results_dir)
+            + headline(results_dir, html=True)
             + "\n\n## How long each chapter took\n\nFrom the executed notebooks' records "
               "(networks already in the weight cache were loaded, not trained).\n\n"
             + timing_markdown(nb_dir) + "\n")

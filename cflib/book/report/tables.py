@@ -88,22 +88,25 @@ def style(table: pd.DataFrame, digits: int = 3):
     return table.style.format(fmt)
 
 
+def class_label(dataset: str, c: int) -> str:
+    """A class as the pages name it: its number, and its name where it has one
+    (``3 (Dress)``; MNIST's digits are their own names)."""
+    name = CLASS_NAMES[dataset][c]
+    return str(c) if str(name) == str(c) else f"{c} ({name})"
+
+
 def pair_title(dataset: str, pair) -> str:
     q, t = parse_pair(pair)
-    names = CLASS_NAMES[dataset]
-    if dataset == "mnist":
-        return f"{q} → {t}"
-    return f"{q} ({names[q]}) → {t} ({names[t]})"
+    return f"{class_label(dataset, q)} → {class_label(dataset, t)}"
 
 
 def pairs_table(dataset: str, pairs) -> pd.DataFrame:
     """The class pairs with class names beside the class numbers."""
-    names = CLASS_NAMES[dataset]
     rows = []
     for p in pairs:
         q, t = parse_pair(p)
-        rows.append({"pair": p, **{role: str(c) if str(names[c]) == str(c) else f"{c} ({names[c]})"
-                                   for role, c in (("query", q), ("target", t))}})
+        rows.append({"pair": p, "query": class_label(dataset, q),
+                     "target": class_label(dataset, t)})
     return pd.DataFrame(rows).set_index("pair")
 
 
@@ -232,7 +235,7 @@ def rank_methods(frames: dict, metrics, methods=None) -> dict:
 
 def rank_summary(ranks: dict) -> pd.DataFrame:
     """Mean rank over every metric except timings, per dataset, and its change."""
-    cols = {name: r.drop(columns=[c for c in r.columns if get_spec(c).timing]).mean(1)
+    cols = {name: r.drop(columns=[c for c in r.columns if get_spec(c).timing]).mean(axis=1)
             for name, r in ranks.items()}
     out = pd.DataFrame(cols)
     if out.shape[1] == 2:
