@@ -273,7 +273,7 @@ plt.show()
 # ## What the run shows
 #
 # The checks below are computed from this run's results: the orderings the paper
-# leads us to expect (`cflib/reference/expected.csv`), each in its metric's direction,
+# leads us to expect (`cflib/bench/reference/expected.csv`), each in its metric's direction,
 # and whether they hold here (on the means over pairs; ties count as holding).
 
 # %%

@@ -244,7 +244,7 @@ report.page_table(report.profile_table(prof, ["quant"]))
 # Faithful-Quantization, `cfq/experiments/image.py`) does, what it leaves open, and
 # what we did:
 #
-# - **Data**: Fashion-MNIST through `cflib.data` in [−1, 1] (the code uses [0, 1]; every
+# - **Data**: Fashion-MNIST through `cflib.bench.data` in [−1, 1] (the code uses [0, 1]; every
 #   pixel term of the solver is computed on the [0, 1] scale, so the code's constants
 #   keep their meaning).  A seeded pool of `quant_train_subset` training images (all of
 #   them at `paper`), a tenth split off for calibration; queries: the first

@@ -182,7 +182,7 @@ report.page_table(report.perturbation_table(run.curves))
 # %% [markdown]
 # ## What the run shows
 #
-# The paper's expected shape (`cflib/reference/expected.csv`), checked on this run's
+# The paper's expected shape (`cflib/bench/reference/expected.csv`), checked on this run's
 # means over repeats: PSCE with the best IM1 and the best robustness in each setting
 # (ties count as holding).
 

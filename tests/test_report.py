@@ -314,3 +314,48 @@ def test_the_cross_dataset_ranking_ranks_the_papers_rows_and_the_unchanged_query
                        "value": [0.3, 0.01, 0.05], "aggregate": MEAN_OVER_PAIRS, "variant": ""})
     ranks = rank_methods({"MNIST": df}, ["Proximity"], rows)["MNIST"]["Proximity"]
     assert ranks.to_dict() == {"C3LT": 2.0, "CEM": 1.0}
+
+
+#: the project's own top folders: a path under one of them named in prose must exist
+OWN_FOLDERS = ("cflib", "book", "results", "notebooks", "tests", "benchmarks", ".ci")
+
+
+def test_every_project_path_the_prose_names_exists():
+    """A file of this project named in a chapter's prose, a book page or the README
+    (``cflib/bench/reference/expected.csv``) exists (a path of another repository, such
+    as the papers' code, is not checked)."""
+    from cflib.bench.data import PROJECT_ROOT
+
+    sources = [*PROJECT_ROOT.glob("notebooks/*.py"), *PROJECT_ROOT.glob("book/*.md"),
+               *PROJECT_ROOT.glob("book/discussion/*.md"), PROJECT_ROOT / "README.md"]
+    named = {}
+    for src in sources:
+        for path in re.findall(r"`((?:[\w.-]+/)+[\w.-]+\.(?:py|csv|md|bib|yml|ipynb))`",
+                               src.read_text()):
+            if path.split("/")[0] in OWN_FOLDERS:
+                named.setdefault(path, src.relative_to(PROJECT_ROOT).as_posix())
+    assert "cflib/bench/reference/reported.csv" in named      # the check sees the prose
+    missing = {p: src for p, src in named.items() if not (PROJECT_ROOT / p).exists()}
+    assert not missing, f"prose names files that do not exist: {missing}"
+    # and a module or function named as `cflib.x.y` resolves
+    import importlib
+
+    def resolves(name: str) -> bool:
+        parts = name.split(".")
+        for k in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:k]))
+            except ImportError:
+                continue
+            for attr in parts[k:]:
+                if not hasattr(obj, attr):
+                    return False
+                obj = getattr(obj, attr)
+            return True
+        return False
+
+    dotted = {m: src.relative_to(PROJECT_ROOT).as_posix() for src in sources
+              for m in re.findall(r"`(cflib(?:\.\w+)+)", src.read_text())}
+    assert "cflib.metrics.robustness" in dotted and not resolves("cflib.data")
+    unresolved = {m: src for m, src in dotted.items() if not resolves(m)}
+    assert not unresolved, f"prose names modules that do not exist: {unresolved}"
