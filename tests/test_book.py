@@ -217,9 +217,8 @@ const main = document.querySelector('main, article, .bd-article') || document.bo
 const article = document.querySelector('article, .bd-article') || main;
 const right = main.getBoundingClientRect().right;
 const column = article.getBoundingClientRect().width;
-// shown now: not folded in a closed <details>, not display:none
+// shown now: laid out, and not folded in a closed <details>
 const visible = t => t.getBoundingClientRect().width > 0 && t.offsetParent !== null
-  && (t.checkVisibility ? t.checkVisibility({contentVisibilityAuto: true}) : true)
   && !t.closest('details:not([open])');
 const tables = Array.from(document.querySelectorAll('div.cell_output table, article table')).filter(visible);
 out.cut_tables = tables.filter(t => {

@@ -96,24 +96,22 @@ def test_the_readmes_papermill_example_leaves_the_clone_clean(fresh_clone, tmp_p
     line = next(x for x in (fresh_clone / "README.md").read_text().splitlines()
                 if "papermill " in x)
     line = re.sub(r"\s+#.*$", "", line)
-    if line.startswith("mkdir -p _build && "):
-        (fresh_clone / "_build").mkdir(exist_ok=True)
-        line = line[len("mkdir -p _build && "):]
-    cmd = shlex.split(line)
+    notebook, output = shlex.split(line.split("papermill ", 1)[1])[:2]
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
     subprocess.run(["git", "init", "-q"], cwd=fresh_clone, check=True)
     subprocess.run([*git, "add", "-A"], cwd=fresh_clone, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "clone"], cwd=fresh_clone, check=True)
+    # the line as a shell runs it (its own `mkdir` included), papermill from this venv
     env = {**os.environ, "PYTHONPATH": str(fresh_clone), "CFLIB_CACHE": str(tmp_path / "cache"),
-           "CFLIB_PROGRESS": "0"}
-    papermill = Path(sys.executable).parent / "papermill"
-    proc = subprocess.run([str(papermill), *cmd[1:], "-k", "python3"], cwd=fresh_clone,
+           "CFLIB_PROGRESS": "0",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    proc = subprocess.run(["bash", "-c", f"{line} -k python3"], cwd=fresh_clone,
                           env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     status = subprocess.run(["git", "status", "--porcelain"], cwd=fresh_clone,
                             capture_output=True, text=True, check=True).stdout
     assert status == "", status
-    assert (fresh_clone / cmd[2]).exists()
+    assert notebook.startswith("book/chapters/") and (fresh_clone / output).exists()
 
 
 def test_re_running_a_chapter_with_unchanged_inputs_leaves_the_clone_clean(fresh_clone,
