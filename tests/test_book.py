@@ -302,6 +302,9 @@ def test_every_page_in_a_real_browser(html, site, browser):
     template leak; screenshots of both widths are kept under ``_build/screenshots/``."""
     from urllib.parse import urljoin, urlparse
 
+    from selenium.common.exceptions import JavascriptException
+    from selenium.webdriver.support.ui import WebDriverWait
+
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     pages = sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
                    if p.name not in ("genindex.html", "search.html")
@@ -313,6 +316,11 @@ def test_every_page_in_a_real_browser(html, site, browser):
         for page in pages:
             url = f"{site}/{page}"
             browser.get(url)
+            # a redirect page (index.html) navigates on after loading: wait for its target
+            WebDriverWait(browser, 30, ignored_exceptions=(JavascriptException,)).until(
+                lambda b: b.execute_script(
+                    "return document.readyState === 'complete' && document.body !== null"
+                    " && !document.querySelector('meta[http-equiv=\"refresh\" i]')"))
             res = browser.execute_script(_PAGE_CHECKS)
             errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
             tag = f"{page} @{width}px"
