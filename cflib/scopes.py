@@ -63,3 +63,93 @@ def seeded(seed: int | None) -> Iterator[torch.Generator | None]:
         else:
             torch.manual_seed(int(seed))
             yield torch.Generator().manual_seed(int(seed))
+
+
+#: the speed paths (channels_last, cflib.models.dcgan's FrozenGenerator and the generator's
+#: shortcuts) on or off: one switch, flipped only by :func:`fast_paths`
+_FAST = {"on": True}
+
+
+def fast_paths_enabled() -> bool:
+    """Whether the speed paths are on (they are, unless inside ``fast_paths(False)``)."""
+    return _FAST["on"]
+
+
+@contextlib.contextmanager
+def fast_paths(enabled: bool = True) -> Iterator[None]:
+    """Switch the speed paths on or off inside the block: with ``False`` every loop runs
+    the plain computation it ran before they existed (what the throughput benchmark
+    times as "before", and how a reader checks that they change only the rounding)."""
+    before = _FAST["on"]
+    _FAST["on"] = bool(enabled)
+    try:
+        yield
+    finally:
+        _FAST["on"] = before
+
+
+def _channels_last_output(_module, _args, out):
+    if torch.is_tensor(out) and out.dim() == 4:
+        return out.contiguous(memory_format=torch.channels_last)
+    return out
+
+
+@contextlib.contextmanager
+def channels_last(*modules: nn.Module | None) -> Iterator[None]:
+    """Run ``modules`` in the channels-last memory layout inside the block (a speed scope;
+    the values computed are the same up to float rounding).
+
+    Why: on the CPU, PyTorch's max-pooling of an NCHW tensor runs a scalar loop (about
+    10x slower than its channels-last kernel, measured on the C3LT CNN), and a network
+    whose first layer sees one channel never leaves NCHW on its own.  Inside the block
+    every 2-d (transposed) convolution returns a channels-last output, and the 4-d weights
+    of the convolutions that see more than one channel are stored channels-last (a
+    convolution of a single channel keeps NCHW weights: its input gradient is about twice
+    slower with channels-last weights).  On exit every tensor is put back in its own
+    layout, with the values it holds then (a network trained inside the block keeps what
+    it learned), and the hooks are removed: the caller's networks are the same objects,
+    with the same layout, after.
+    """
+    saved, hooks, seen = [], [], set()
+    if not fast_paths_enabled():
+        modules = ()
+    try:
+        for m in modules:
+            if m is None or id(m) in seen:
+                continue
+            seen.add(id(m))
+            for s in m.modules():
+                if isinstance(s, (nn.Conv2d, nn.ConvTranspose2d)):
+                    hooks.append(s.register_forward_hook(_channels_last_output))
+                    w = s.weight
+                    if w.dim() == 4 and w.shape[1] > 1 and not w.is_contiguous(
+                            memory_format=torch.channels_last):
+                        original = w.data
+                        w.data = w.data.contiguous(memory_format=torch.channels_last)
+                        saved.append((w, original, w._version))
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+        for t, original, version in reversed(saved):
+            if t._version != version:          # trained inside the block: keep its values
+                with torch.no_grad():
+                    original.copy_(t.data)
+            t.data = original
+
+
+def channels_last_agrees(module: nn.Module, x: torch.Tensor, rtol: float = 1e-4) -> bool:
+    """Whether ``module(x)`` runs inside :func:`channels_last` and gives what it gives
+    outside (a network that ``view``\\ s a convolution's output cannot run channels-last).
+    Two forward passes on ``x`` (a couple of images are enough), no gradient."""
+    try:
+        with torch.no_grad(), frozen(module):
+            a = module(x)
+            with channels_last(module):
+                b = module(x)
+    except RuntimeError:
+        return False
+    if not (torch.is_tensor(a) and torch.is_tensor(b)) or a.shape != b.shape:
+        return False
+    scale = a.abs().max().clamp_min(1e-6)
+    return bool(((a - b).abs().max() <= rtol * scale).item())

@@ -59,10 +59,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from cflib.explainers.base import Explainer, ExplainerConfig, check_images, n_classes_of, predict
+from cflib.models.dcgan import frozen_generator
 from cflib.progress import progress
-from cflib.scopes import frozen, seeded
+from cflib.scopes import channels_last, frozen, seeded
 
 CLS_TYPES = ("nll", "hinge")
+#: what the training history logs per point (means over the updates since the last one)
+_LOGGED = ("loss", "cls", "prox", "cyc", "adv", "train_validity", "prox_l1")
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,12 @@ def classifier_loss(classifier: nn.Module, images: torch.Tensor, target: torch.T
     The official classifier returns log-softmax outputs and uses ``NLLLoss``; ours
     returns logits, so the same quantity is the cross-entropy of the logits.
     """
-    logits = classifier(images)
+    return classification_loss(classifier(images), target, cls_type, kappa)
+
+
+def classification_loss(logits: torch.Tensor, target: torch.Tensor, cls_type: str = "nll",
+                        kappa: float = 0.05) -> torch.Tensor:
+    """:func:`classifier_loss` from the classifier's logits (N, K)."""
     if cls_type == "nll":
         return F.cross_entropy(logits, target)
     if cls_type == "hinge":
@@ -373,7 +381,7 @@ class C3LT(Explainer):
     def _train(self, maps: C3LTMappings, x_q: torch.Tensor, x_t: torch.Tensor,
                q: int, t: int) -> dict:
         cfg, dev = self.config, self.device
-        G, D, f = self.generator, self.discriminator, self.classifier
+        D, f = self.discriminator, self.classifier
         t_start = time.perf_counter()
         use_adv = cfg.gamma > 0
         if use_adv and D is None:
@@ -395,9 +403,14 @@ class C3LT(Explainer):
         per_epoch = -(-n // cfg.batch_size)
         log_every = max(1, per_epoch // 10)     # about ten points of the curves per epoch
         done = 0
+        # one batched pass per update (E, G, D and f frozen, evaluation mode: every image
+        # is computed on its own, so batching the two directions and the cycles changes
+        # nothing but the rounding): G on the four sets of codes, f on the two sets of
+        # counterfactuals (whose logits also give the training validity), D on all four
+        FG = self._frozen_generator()
         for ep in range(cfg.epochs):
             perm_q, perm_t = torch.randperm(len(x_q), generator=gen), torch.randperm(len(x_t), generator=gen)
-            sums, seen = torch.zeros(6), 0
+            sums, seen = torch.zeros(len(_LOGGED)), 0
             steps = progress(range(0, n, cfg.batch_size),
                              desc=f"C3LT {q}->{t} epoch {ep + 1}/{cfg.epochs}")
             for k, i in enumerate(steps):
@@ -405,47 +418,23 @@ class C3LT(Explainer):
                 x1, x2 = x_q[iq].to(dev), x_t[it].to(dev)
                 z1, z2 = z_q_all[iq.to(z_q_all.device)], z_t_all[it.to(z_t_all.device)]
                 b = len(x1)
-                z1_cf = nonlinear_map_step(z1, maps.g, cfg.n_steps)[-1]
-                z2_cf = nonlinear_map_step(z2, maps.h, cfg.n_steps)[-1]
-                x1_cf, x2_cf = G(z1_cf), G(z2_cf)
-                cls = (classifier_loss(f, x1_cf, y_t[:b], cfg.cls_type, cfg.kappa)
-                       + classifier_loss(f, x2_cf, y_q[:b], cfg.cls_type, cfg.kappa)) / 2
-                zero = cls.new_zeros(())
-                prox = ((proximity_loss(x1, x1_cf, cfg.p1, cfg.p2)
-                         + proximity_loss(x2, x2_cf, cfg.p1, cfg.p2)) / 2) if cfg.alpha else zero
-                cyc = adv = zero
-                if cfg.beta or use_adv:
-                    z1_cyc = nonlinear_map_step(z1_cf, maps.h, cfg.n_steps)[-1]
-                    z2_cyc = nonlinear_map_step(z2_cf, maps.g, cfg.n_steps)[-1]
-                    x1_cyc, x2_cyc = G(z1_cyc), G(z2_cyc)
-                if cfg.beta:
-                    cyc = (perceptual_loss(x1, x1_cyc, f) + perceptual_loss(x2, x2_cyc, f)
-                           + F.l1_loss(z1, z1_cyc) + F.l1_loss(z2, z2_cyc)) / 4
-                if use_adv:
-                    imgs = torch.cat([x1_cf, x2_cf, x1_cyc, x2_cyc])
-                    # BCE towards "real"; the mean over the concatenation equals the
-                    # official average of four per-set means (equal sizes, D in eval mode)
-                    d_out = D(imgs)
-                    adv = F.binary_cross_entropy(d_out, torch.ones_like(d_out))
-                loss = cls + cfg.alpha * prox + cfg.beta * cyc + cfg.gamma * adv
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
+                with channels_last(FG, f, D):
+                    loss, parts = self._update_loss(maps, FG, D, f, x1, x2, z1, z2,
+                                                    y_t[:b], y_q[:b], use_adv)
+                    opt.zero_grad(set_to_none=True)
+                    loss.backward()
                 opt.step()
                 if per_step:
                     sched.step()
-                with torch.no_grad():
-                    valid = (f(x1_cf).argmax(1) == t).float().mean()
-                sums += torch.tensor([loss.item(), cls.item(), prox.item(), cyc.item(),
-                                      adv.item(), valid.item()]) * b
+                sums += torch.tensor([loss.item()] + [v.item() for v in parts]) * b
                 seen += b
                 done += 1
                 if seen and ((k + 1) % log_every == 0 or k + 1 == per_epoch):
                     s = (sums / seen).tolist()
-                    hist.append(dict(zip(["loss", "cls", "prox", "cyc", "adv",
-                                          "train_validity"], s),
+                    hist.append(dict(zip(_LOGGED, s),
                                      step=done, epoch=ep + (k + 1) / per_epoch,
                                      lr=opt.param_groups[0]["lr"]))
-                    sums, seen = torch.zeros(6), 0
+                    sums, seen = torch.zeros(len(_LOGGED)), 0
             if not per_step:
                 sched.step()
         maps.eval()
@@ -456,6 +445,48 @@ class C3LT(Explainer):
         if hist:
             info.update({f"last_{k}": v for k, v in hist[-1].items()})
         return info
+
+    def _frozen_generator(self) -> nn.Module:
+        """The generator as the loops compute it: :class:`~cflib.models.dcgan.FrozenGenerator`
+        (batch norms folded) for the book's DCGAN generator, any other generator as it is."""
+        return frozen_generator(self.generator)
+
+    def _update_loss(self, maps, G, D, f, x1, x2, z1, z2, y_t, y_q, use_adv: bool):
+        """Eq. 7 for one batch of query images ``x1`` (codes ``z1``) and CF-class images
+        ``x2`` (``z2``): ``(loss, [cls, prox, cyc, adv, train_validity, prox_l1])``, where
+        ``prox_l1`` is the raw pixel L1 of the counterfactuals, the part of ``prox``
+        that the table's proximity measures."""
+        cfg, b = self.config, len(x1)
+        z_cf = torch.cat([nonlinear_map_step(z1, maps.g, cfg.n_steps)[-1],
+                          nonlinear_map_step(z2, maps.h, cfg.n_steps)[-1]])
+        cycles = cfg.beta or use_adv
+        codes = z_cf
+        if cycles:
+            z_cyc = torch.cat([nonlinear_map_step(z_cf[:b], maps.h, cfg.n_steps)[-1],
+                               nonlinear_map_step(z_cf[b:], maps.g, cfg.n_steps)[-1]])
+            codes = torch.cat([z_cf, z_cyc])
+        imgs = G(codes)
+        x_cf, x_real = imgs[:2 * b], torch.cat([x1, x2])
+        logits = f(x_cf)
+        # the mean over both directions equals the official average of the two means
+        # (equal sizes), for each of the four terms
+        cls = classification_loss(logits, torch.cat([y_t, y_q]), cfg.cls_type, cfg.kappa)
+        zero = cls.new_zeros(())
+        prox = proximity_loss(x_real, x_cf, cfg.p1, cfg.p2) if cfg.alpha else zero
+        cyc = adv = zero
+        if cfg.beta:
+            x_cyc = imgs[2 * b:]
+            cyc = (perceptual_loss(x_real, x_cyc, f)
+                   + F.l1_loss(torch.cat([z1, z2]), codes[2 * b:])) / 2
+        if use_adv:
+            # BCE towards "real" on the two counterfactuals and the two cycled images
+            d_out = D(imgs)
+            adv = F.binary_cross_entropy(d_out, torch.ones_like(d_out))
+        loss = cls + cfg.alpha * prox + cfg.beta * cyc + cfg.gamma * adv
+        with torch.no_grad():
+            valid = (logits[:b].argmax(1) == y_t).float().mean()
+            prox_l1 = (x_real - x_cf).abs().mean()
+        return loss, [cls, prox, cyc, adv, valid, prox_l1]
 
     # -- inference ---------------------------------------------------------------------
     def _generate(self, x, target, query, generator):
@@ -472,33 +503,36 @@ class C3LT(Explainer):
             raise ValueError(f"images of shape {tuple(x.shape[1:])} do not match the "
                              f"generator's {self.image_shape}")
         bs, n = self.config.batch_size, self.config.n_steps
+        G = self._frozen_generator()
         out, recon = torch.empty_like(x), torch.empty_like(x)
         for i in range(0, len(x), bs):
             xb, tb = x[i:i + bs], target[i:i + bs]
             with torch.no_grad():
                 z = self.encoder(xb)
-            z = self.invert(z, xb)
+            z = self.invert(z, xb, G)
             with torch.no_grad():
                 z_g = nonlinear_map_step(z, self.maps.g, n)[-1]
                 z_h = nonlinear_map_step(z, self.maps.h, n)[-1]
                 z_cf = torch.where((tb == t).view(-1, 1, 1, 1), z_g, z_h)
-                out[i:i + bs] = self.generator(z_cf)
-                recon[i:i + bs] = self.generator(z)
+                both = G(torch.cat([z_cf, z]))
+                out[i:i + bs], recon[i:i + bs] = both[:len(xb)], both[len(xb):]
         # G(z): the query as the generator renders it before the mapping; the change
         # the mapping itself makes is |x_cf - G(z)| (Proximity_to_reconstruction)
         return out, {"reconstruction": recon}
 
-    def invert(self, z: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def invert(self, z: torch.Tensor, x: torch.Tensor, G: nn.Module | None = None) -> torch.Tensor:
         """The code refined at test time (``invert_steps`` Adam steps on ``|G(z) - x|_1``
-        from ``z = E(x)``, each image on its own); ``z`` itself when ``invert_steps`` is 0."""
+        from ``z = E(x)``, each image on its own); ``z`` itself when ``invert_steps`` is 0.
+        ``G``: the generator as computed (default: :meth:`_frozen_generator`)."""
         cfg = self.config
         if cfg.invert_steps == 0:
             return z
+        G = G or self._frozen_generator()
         z = z.detach().clone().requires_grad_(True)
         opt = torch.optim.Adam([z], lr=cfg.invert_lr)
         for _ in range(cfg.invert_steps):
             # the sum of per-image means: each image's gradient is its own
-            loss = (self.generator(z) - x).abs().flatten(1).mean(1).sum()
+            loss = (G(z) - x).abs().flatten(1).mean(1).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -521,10 +555,11 @@ class C3LTReconstruction(C3LT):
     def _generate(self, x, target, query, generator):
         self._check_latent(x)
         bs = self.config.batch_size
+        G = self._frozen_generator()
         out = torch.empty_like(x)
         with torch.no_grad():
             for i in range(0, len(x), bs):
-                out[i:i + bs] = self.generator(self.encoder(x[i:i + bs]))
+                out[i:i + bs] = G(self.encoder(x[i:i + bs]))
         return out
 
 
