@@ -43,7 +43,7 @@ from cflib.scopes import seeded
 
 log = logging.getLogger("cflib")
 CACHE_ENV = "CFLIB_CACHE"
-FORMAT = 1
+FORMAT = 2   # 2: the key holds where it was trained; the checksum covers the info
 EVENTS = "events.log"
 #: how long a process waits for another one training the same entry
 LOCK_TIMEOUT_S = 6 * 3600
@@ -95,8 +95,33 @@ def state_fingerprint(state: dict) -> str:
     return h.hexdigest()[:16]
 
 
-def cache_path(kind: str, config: dict) -> Path:
-    return cache_root() / f"{kind}-{cache_key(config)}.pt"
+def cache_path(kind: str, config: dict, device="cpu") -> Path:
+    """Where :func:`cached` keeps the network of ``config`` trained on ``device`` (the key
+    holds :func:`trained_on` as well as the config)."""
+    return cache_root() / f"{kind}-{cache_key(keyed(config, device))}.pt"
+
+
+def keyed(config: dict, device="cpu") -> dict:
+    """The config a cache entry is stored under: ``config`` and where it was trained."""
+    return {**config, "trained_on": trained_on(device)}
+
+
+def trained_on(device) -> dict:
+    """What changes a network's weights besides its config: the device type, and on the
+    CPU the thread count (float sums are split across threads, so a CPU training at 2
+    threads gives other weights than at 1).  Part of every cache key."""
+    dev = torch.device(device)
+    where = {"device_type": dev.type}
+    if dev.type == "cpu":
+        where["threads"] = torch.get_num_threads()
+    return where
+
+
+def payload_checksum(state: dict, info: dict) -> str:
+    """The checksum stored beside cached weights: their fingerprint and the stored info
+    (an edited ``test_accuracy`` fails it as an edited weight does)."""
+    blob = state_fingerprint(state) + json.dumps(_normalise(info), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def atomic_save(obj, path: Path) -> None:
@@ -129,11 +154,13 @@ def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
             log.warning("cache %s has no checksum (written by an older cflib); it is not "
                         "trusted: retraining", path.name)
             return None
-        if stored != state_fingerprint(state):
-            log.warning("cache %s fails its checksum (a corrupt file); retraining", path.name)
+        info = payload.get("info", {})
+        if stored != payload_checksum(state, info):
+            log.warning("cache %s fails its checksum (a corrupt or edited file); retraining",
+                        path.name)
             return None
         module.load_state_dict(state)
-        return payload.get("info", {})
+        return info
     except Exception as err:  # corrupt, truncated, unreadable...
         log.warning("cache %s is unreadable (%s: %s); retraining", path.name,
                     type(err).__name__, err)
@@ -193,13 +220,14 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
     a write that fails afterwards is logged and the trained module returned.
     """
     seed = int(config.get("seed", 0))
+    path = cache_path(kind, config, device)
+    config = keyed(config, device)
     with seeded(seed):
         module = build().to(device)
     if not use_cache:
         with seeded(seed):
             info = train(module) or {}
         return module.eval(), info
-    path = cache_path(kind, config)
     info = _try_load(path, config, module)
     if info is not None:
         log.info("loaded %s %s", kind, path.name)
@@ -226,8 +254,9 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
         seconds = time.perf_counter() - t0
         state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
         try:
+            info = _normalise(info)
             atomic_save({"format": FORMAT, "config": _normalise(config), "state_dict": state,
-                         "sha256": state_fingerprint(state), "info": info}, path)
+                         "sha256": payload_checksum(state, info), "info": info}, path)
             _record(path.parent, "trained", path.name, seconds)
         except Exception as err:  # a full disk, a lost permission...
             log.warning("could not write %s to the weight cache %s (%s: %s); the trained "

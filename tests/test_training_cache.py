@@ -149,3 +149,48 @@ def test_two_processes_needing_one_network_train_it_once(tmp_path):
     assert outs[0] == outs[1]                      # the same weights, the same trainer
     trained = [e for e in events(tmp_path / "cache") if e["event"] == "trained"]
     assert len(trained) == 1 and trained[0]["entry"].startswith("toy-")
+
+
+def test_thread_count_is_part_of_the_key(tmp_cache):
+    """CPU training differs with the thread count: an entry trained at 2 threads is never
+    what a 1-thread run loads."""
+    before = torch.get_num_threads()
+    tr = Trainer()
+    try:
+        torch.set_num_threads(1)
+        one = cache_path("toy", CFG)
+        cached("toy", CFG, make, tr)
+        torch.set_num_threads(2)
+        assert cache_path("toy", CFG) != one
+        cached("toy", CFG, make, tr)
+        assert tr.calls == 2
+        torch.set_num_threads(1)
+        cached("toy", CFG, make, tr)         # the 1-thread entry is still there
+        assert tr.calls == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_edited_info_fails_the_checksum(tmp_cache):
+    tr = Trainer()
+    cached("toy", CFG, make, tr)
+    path = cache_path("toy", CFG)
+    payload = torch.load(path, weights_only=True)
+    payload["info"]["calls"] = 42            # a hand-edited accuracy, say
+    torch.save(payload, path)
+    _, info = cached("toy", CFG, make, tr)
+    assert tr.calls == 2 and info == {"calls": 2}
+
+
+def test_an_old_format_entry_is_retrained_not_resigned(tmp_cache):
+    from cflib import cache
+
+    tr = Trainer()
+    cached("toy", CFG, make, tr)
+    path = cache_path("toy", CFG)
+    payload = torch.load(path, weights_only=True)
+    payload["format"] = cache.FORMAT - 1
+    torch.save(payload, path)
+    cached("toy", CFG, make, tr)
+    assert tr.calls == 2
+    assert torch.load(path, weights_only=True)["format"] == cache.FORMAT
