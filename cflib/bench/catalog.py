@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from cflib.bench import zoo
-from cflib.bench.choices import expgan_weights
+from cflib.bench.choices import expgan_weights, latent_search_lambda
 from cflib.bench.data import IMAGE_SHAPES, canonical_dataset, class_subset, load_split, parse_pair
 from cflib.bench.profiles import Profile, get_profile
 from cflib.bench.seeds import Seeds
@@ -50,6 +50,7 @@ from cflib.explainers import (
     ExpGAN,
     Explainer,
     LatentRecourse,
+    LatentSearch,
     OriginalData,
     QueryUnchanged,
     Schut,
@@ -253,6 +254,14 @@ def _c3lt_reconstruction(r: Request) -> Explainer:
     return C3LTReconstruction(r.classifier, generator=G, encoder=E, discriminator=D)
 
 
+def _latent_search(r: Request) -> Explainer:
+    """REVISE on C3LT's generator and encoder, lambda chosen on the validation pairs."""
+    G, _, E = r.gan("Latent search")
+    lam = latent_search_lambda(r.dataset) if r.dataset else LatentSearch.Config.lambda_
+    return LatentSearch(r.classifier, LatentSearch.Config(
+        lambda_=lam, steps=r.sizes.latent_search_steps), generator=G, encoder=E)
+
+
 def _posterior(cls, **sizes):
     def build(r: Request) -> Explainer:
         b = r.profile.bayes
@@ -289,6 +298,7 @@ CATALOG: dict[str, Entry] = {e.name: e for e in (
     Entry("C3LT", C3LT, True, _c3lt),
     Entry("C3LT (reconstruction)", C3LTReconstruction, True, _c3lt_reconstruction),
     Entry("C3LT (inverted)", C3LTInverted, True, _c3lt_inverted),
+    Entry("Latent search", LatentSearch, True, _latent_search),
     Entry("Wachter", Wachter, False, _posterior(Wachter, steps="opt_steps")),
     Entry("BayesCF", BayesCF, False, _posterior(BayesCF, steps="opt_steps")),
     Entry("ROAR", ROAR, False, _posterior(ROAR, max_iter=lambda b: 5 * b.opt_steps)),

@@ -47,3 +47,15 @@ def expgan_weights(dataset: str) -> dict:
     return dict(EXPGAN_CANDIDATES[name]) if name else {}
 
 
+
+
+#: Latent search's lambda (the weight of the pixel distance in REVISE's objective) per
+#: dataset, chosen on the validation pair by ``python -m cflib.bench.tuning latent_search``
+#: (``results/tuning/latent_search.csv``): the smallest proximity among the lambdas whose
+#: validity is at least 0.95 (a test keeps the two in agreement)
+LATENT_SEARCH_LAMBDA = {"mnist": 1.0, "fmnist": 1.0}
+
+
+def latent_search_lambda(dataset: str) -> float:
+    """Latent search's lambda for ``dataset`` (the validation-pair choice)."""
+    return float(LATENT_SEARCH_LAMBDA[dataset])

@@ -27,6 +27,9 @@ class NetworkSizes:
     ae_all_epochs: int            # the all-class autoencoder (the reference: 4)
     ae_subset: int | None         # training images per autoencoder (None: all)
     ae_patience: int = 3
+    judge_epochs: int = 5         # the independent classifier of "Validity (independent
+                                  # classifier)": at most this many epochs, the best epoch on
+                                  # a held-out tenth of the training split kept
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class C3LTSizes:
     cem_paper_queries: int = 20   # queries per pair of CEM (paper budget)
     cem_paper_iterations: int = 1000  # its FISTA iterations per c-step (the paper's)
     cem_paper_c_steps: int = 10   # and its rounds of the search over c (the paper's)
+    latent_search_steps: int = 200  # Latent search (REVISE on C3LT's generator): Adam steps
 
 
 @dataclass(frozen=True)
@@ -116,12 +120,12 @@ PROFILES: dict[str, Profile] = {
     "smoke": Profile(
         "smoke",
         NetworkSizes(train_subset=4000, clf_epochs=1, feat_epochs=1, ae_class_epochs=2,
-                     ae_all_epochs=1, ae_subset=1000, ae_patience=1),
+                     ae_all_epochs=1, ae_subset=1000, ae_patience=1, judge_epochs=1),
         C3LTSizes(n_images=12, adv_steps=10, cem_max_iterations=20, cem_c_steps=2,
                   cve_n_distractors=2, expgan_epochs=1, dcgan_epochs=1, dcgan_subset=1024,
                   encoder_epochs=1, c3lt_epochs=1, c3lt_subset=256, aupc_steps=10,
                   invert_steps=10, cem_paper_queries=2, cem_paper_iterations=40,
-                  cem_paper_c_steps=2),
+                  cem_paper_c_steps=2, latent_search_steps=20),
         BayesSizes(repeats=1, n_images=8, epochs=1, opt_steps=20, schut_max_iters=40),
         # 3,000 images and 3 AE epochs, 20 solver steps: below that the smoke FP recourse
         # fails on (nearly) every query and VD, CRG, DirSim are undefined
@@ -148,7 +152,7 @@ PROFILES: dict[str, Profile] = {
     "paper": Profile(
         "paper",
         NetworkSizes(train_subset=None, clf_epochs=10, feat_epochs=10, ae_class_epochs=100,
-                     ae_all_epochs=50, ae_subset=None, ae_patience=5),
+                     ae_all_epochs=50, ae_subset=None, ae_patience=5, judge_epochs=10),
         # the public code's schedule: DCGAN 100 epochs, mappings 201 epochs at batch 128
         # with the learning rate halved every 25 epochs
         C3LTSizes(n_images=None, adv_steps=200, cem_max_iterations=1000, cem_c_steps=10,

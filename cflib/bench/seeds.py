@@ -24,6 +24,8 @@ PURPOSES: dict[str, tuple[str, int, int, str]] = {
     # training
     "classifier": ("train", 0, 1, "the C3LT CNN: initialisation, training draw, batches"),
     "feature_net": ("train", 1000, 1, "the FID/KID feature network"),
+    "judge": ("train", 2000, 1, "the independent classifier of Validity (independent "
+                                "classifier), its held-out split"),
     "autoencoder": ("train", 0, 1, "IM1/IM2 and loss autoencoders, their validation split"),
     "dcgan": ("train", 0, 1, "C3LT's DCGAN"),
     "encoder": ("train", 0, 1, "C3LT's encoder (all classes and per pair)"),

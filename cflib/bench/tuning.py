@@ -60,6 +60,7 @@ from cflib.bench.data import (
 )
 from cflib.bench.profiles import get_profile
 from cflib.bench.results import write_table
+from cflib.bench.seeds import Seeds
 from cflib.explainers import C3LTInverted, ExpGAN, ExpGANConfig
 from cflib.metrics import im1, proximity
 
@@ -264,7 +265,175 @@ def tune_c3lt(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0, d
     return pd.DataFrame(rows)
 
 
-TUNERS = {"im_autoencoder": tune_im_autoencoder, "expgan": tune_expgan, "c3lt": tune_c3lt}
+# -- C3LT's mapping budget, measured against the public schedule ----------------------------
+#: the budgets of the mapping curve: overrides of the profile's C3LT sizes, each keeping the
+#: public schedule's shape (the learning rate held for the first eighth of the updates,
+#: then halved every eighth: 8 halvings); about 1.2 %, 3.5 %, 7 %, 25 % of the published
+#: sum of learning rate x updates at batch 32, and 6 % at the public code's batch 128
+C3LT_BUDGETS: dict[str, dict] = {
+    "b32, 1 epoch": dict(c3lt_batch=32, c3lt_epochs=1, c3lt_scaled_decay=True),
+    "b32, 3 epochs": dict(c3lt_batch=32, c3lt_epochs=3, c3lt_scaled_decay=True),
+    "b32, 6 epochs": dict(c3lt_batch=32, c3lt_epochs=6, c3lt_scaled_decay=True),
+    "b32, 13 epochs": dict(c3lt_batch=32, c3lt_epochs=13, c3lt_scaled_decay=True),
+    "b128, 12 epochs": dict(c3lt_batch=128, c3lt_epochs=12, c3lt_scaled_decay=True),
+}
+
+
+def _c3lt_scores(cf, models, q: int, t: int) -> dict:
+    """The C3LT table's proximity and validity readings of one batch, and IM1."""
+    from cflib.metrics import judged_validity
+
+    return {"Proximity": proximity(cf.x, cf.x_cf).mean().item(),
+            "Proximity_to_reconstruction":
+                proximity(cf.meta["reconstruction"], cf.x_cf).mean().item(),
+            "Reconstruction_proximity": proximity(cf.x, cf.meta["reconstruction"]).mean().item(),
+            "Validity": cf.validity,
+            "Validity (independent classifier)": judged_validity(models["judge"], cf),
+            "IM1": im1(cf.x_cf, models[t], models[q]).mean().item()}
+
+
+def _validation_models(d: str, prof, seed: int, device) -> tuple:
+    """The classifier, the validation pair's query images (test split: a pair no table
+    uses) and the networks its scores need (the judge, the class autoencoders)."""
+    q, t = VALIDATION_PAIRS[d]
+    clf, _ = zoo.classifier(d, prof, seed, device)
+    models = {"judge": zoo.judge_classifier(d, prof, seed, device)[0],
+              q: zoo.autoencoder(d, q, prof, seed, device)[0],
+              t: zoo.autoencoder(d, t, prof, seed, device)[0]}
+    return q, t, clf, models
+
+
+def tune_c3lt_budget(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
+                     device="cpu", budgets=None, n_queries: int = 100,
+                     generator: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """C3LT's proximity and validity against the mapping's budget, on the validation
+    pairs: for each budget of :data:`C3LT_BUDGETS`, C3LT is built as the chapters build
+    it (the profile's DCGAN and encoder, or ``generator``'s overrides of their epochs,
+    every training image of the pair) and explains ``n_queries`` test images of the
+    validation pair's query class.  Returns (scores, training curves): the curves hold
+    the logged composite proximity term and the raw L1 of the counterfactuals
+    (``prox_l1``) against the update."""
+    prof = get_profile(profile, c3lt=generator or {})
+    budgets = budgets or C3LT_BUDGETS
+    rows, curves = [], []
+    for d in map(canonical_dataset, datasets):
+        q, t, clf, models = _validation_models(d, prof, seed, device)
+        x, y = load_split(d, "test")
+        xq, _ = class_subset(x, y, q, n_queries, seed)
+        for name, over in budgets.items():
+            p = get_profile(prof, c3lt=over)
+            ex = catalog.build("C3LT", clf, dataset=d, profile=p, seeds=seed, pair=(q, t))
+            cf = ex.explain(xq.to(device), t, seed=seed).cpu()
+            values = {**_c3lt_scores(cf, models, q, t),
+                      "Updates": float(ex.info["steps"]),
+                      "Budget_fraction": float(ex.info["public_fraction"]),
+                      "Train_seconds": float(ex.info["train_seconds"])}
+            common = {"dataset": d, "pair": f"{q}->{t}", "candidate": name, "seed": seed,
+                      "profile": prof.name, **_generator_columns(p)}
+            rows += [{**common, "metric": k, "value": float(v)} for k, v in values.items()]
+            curves += [{**common, **h} for h in ex.info["history"]]
+            log.info("%s C3LT %s: %s", d, name, values)
+    return pd.DataFrame(rows), pd.DataFrame(curves)
+
+
+def _generator_columns(prof) -> dict:
+    return {"dcgan_epochs": prof.c3lt.dcgan_epochs, "encoder_epochs": prof.c3lt.encoder_epochs}
+
+
+#: the lambdas of Latent search's frontier on the validation pairs
+LATENT_LAMBDAS = (0.0, 0.3, 1.0, 3.0, 10.0, 30.0)
+
+
+def tune_latent_search(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
+                       device="cpu", lambdas=LATENT_LAMBDAS, n_queries: int = 100,
+                       generator: dict | None = None) -> pd.DataFrame:
+    """Latent search's validity/proximity frontier over lambda on the validation pairs
+    (the same queries as :func:`tune_c3lt_budget`), with the profile's generator and
+    encoder or ``generator``'s overrides of their epochs."""
+    from cflib.explainers import LatentSearch
+
+    prof = get_profile(profile, c3lt=generator or {})
+    rows = []
+    for d in map(canonical_dataset, datasets):
+        q, t, clf, models = _validation_models(d, prof, seed, device)
+        x, y = load_split(d, "test")
+        xq, _ = class_subset(x, y, q, n_queries, seed)
+        G, _, E = catalog.Request(clf, d, prof, Seeds(seed, seed), (q, t)).gan("Latent search")
+        for lam in lambdas:
+            ex = LatentSearch(clf, LatentSearch.Config(lambda_=float(lam),
+                                                       steps=prof.c3lt.latent_search_steps),
+                              generator=G, encoder=E)
+            cf = ex.explain(xq.to(device), t, seed=seed).cpu()
+            values = {**_c3lt_scores(cf, models, q, t), "Seconds_per_CF": cf.seconds_per_cf}
+            rows += [{"dataset": d, "pair": f"{q}->{t}", "candidate": f"lambda={lam:g}",
+                      "lambda": float(lam), "metric": k, "value": float(v), "seed": seed,
+                      "profile": prof.name, **_generator_columns(prof)}
+                     for k, v in values.items()]
+            log.info("%s Latent search lambda %g: %s", d, lam, values)
+    return pd.DataFrame(rows)
+
+
+def best_latent_lambda(df: pd.DataFrame, dataset: str, min_validity: float = 0.95) -> float:
+    """The lambda of the smallest proximity among those whose validity on the validation
+    pair is at least ``min_validity`` (the highest validity when none is)."""
+    d = df[df["dataset"] == canonical_dataset(dataset)]
+    if "dcgan_epochs" in d.columns:       # the profile's own generator, not the lever's
+        d = d[d["dcgan_epochs"] == d["dcgan_epochs"].min()]
+    wide = d.pivot_table(index="lambda", columns="metric", values="value", aggfunc="mean")
+    ok = wide[wide["Validity"] >= min_validity]
+    if len(ok):
+        return float(ok["Proximity"].idxmin())
+    return float(wide["Validity"].idxmax())
+
+
+#: the generator lever: the DCGAN and the encoder at the profile's epochs and at 5 epochs
+GENERATOR_EPOCHS = (1, 5)
+
+
+def tune_c3lt_generator(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
+                        device="cpu", epochs=GENERATOR_EPOCHS, budget: str | None = None,
+                        n_queries: int = 100) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The generator lever, measured: on the validation pair of each dataset, with the
+    DCGAN and the encoder trained ``e`` epochs for each ``e`` of ``epochs``, Latent
+    search's frontier and C3LT at the profile's budget (or ``budget``, a key of
+    :data:`C3LT_BUDGETS`).  Returns (scores with a ``kind`` column, C3LT's curves)."""
+    prof = get_profile(profile)
+    over = C3LT_BUDGETS[budget] if budget else {}
+    frames, curves = [], []
+    for e in epochs:
+        gen = {"dcgan_epochs": int(e), "encoder_epochs": int(e)}
+        lat = tune_latent_search(datasets, prof, seed, device, n_queries=n_queries,
+                                 generator=gen)
+        c3, cur = tune_c3lt_budget(datasets, prof, seed, device,
+                                   budgets={budget or "profile": over}, n_queries=n_queries,
+                                   generator=gen)
+        frames += [lat.assign(kind="Latent search"), c3.assign(kind="C3LT")]
+        curves.append(cur)
+    return pd.concat(frames, ignore_index=True), pd.concat(curves, ignore_index=True)
+
+
+def train_generators(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
+                     device="cpu", epochs=GENERATOR_EPOCHS) -> pd.DataFrame:
+    """Train (into the weight cache) the DCGAN and encoder of each generator of the lever,
+    so that :func:`tune_c3lt_generator` only loads them; rows: their test reconstruction
+    error and the training's last losses."""
+    rows = []
+    for d in map(canonical_dataset, datasets):
+        for e in epochs:
+            p = get_profile(profile, c3lt={"dcgan_epochs": int(e), "encoder_epochs": int(e)})
+            _, ginfo = zoo.dcgan(d, p, seed, device)
+            _, einfo = zoo.c3lt_encoder(d, p, seed, device)
+            for k, v in {**ginfo, **einfo}.items():
+                if isinstance(v, (int, float)):
+                    rows.append({"dataset": d, "dcgan_epochs": e, "encoder_epochs": e,
+                                 "metric": k, "value": float(v), "seed": seed,
+                                 "profile": p.name})
+    return pd.DataFrame(rows)
+
+
+TUNERS = {"im_autoencoder": tune_im_autoencoder, "expgan": tune_expgan, "c3lt": tune_c3lt,
+          "c3lt_budget": tune_c3lt_budget, "latent_search": tune_latent_search,
+          "c3lt_generator": tune_c3lt_generator, "generators": train_generators}
 
 
 def main(argv=None) -> None:
@@ -275,11 +444,24 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--out", default=str(TUNING_DIR), help="folder of the evidence files")
+    ap.add_argument("--budget", default=None,
+                    help="c3lt_generator: the budget of C3LT_BUDGETS (default: the profile's)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    df = TUNERS[args.choice](args.datasets, args.profile, args.seed, args.device)
+    # CPU training depends on the thread count: the chapters' (CFLIB_THREADS, default 1),
+    # so that the networks trained here are the ones the chapters load from the cache
+    from cflib.env import threads
+
+    torch.set_num_threads(threads())
+    kw = {"budget": args.budget} if args.choice == "c3lt_generator" else {}
+    out = TUNERS[args.choice](args.datasets, args.profile, args.seed, args.device, **kw)
+    df, extra = out if isinstance(out, tuple) else (out, None)
     name = args.choice if args.profile == "standard" else f"{args.choice}_{args.profile}"
+    if args.datasets != ["mnist", "fmnist"]:
+        name += "-" + "-".join(args.datasets)      # one file per dataset, merged later
     path = write_table(df, Path(args.out) / f"{name}.csv")
+    if extra is not None:
+        write_table(extra, Path(args.out) / f"{name}_curves.csv")
     print(f"{args.choice}: evidence written to {path}")
 
 

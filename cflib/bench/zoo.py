@@ -76,6 +76,37 @@ def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
                                device, use_cache)
 
 
+JUDGE_VAL_FRACTION = 0.1
+
+
+def judge_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
+                     use_cache: bool = True):
+    """The independent classifier that judges ``Validity (independent classifier)``:
+    another architecture than the explained C3LT CNN (the quantization chapter's SmallCNN:
+    3x3 convolutions, 64 hidden units, no dropout) and another training seed, trained on
+    the same training split less a seeded held-out tenth, Adam (lr 1e-3, batch 128), at
+    most ``nets.judge_epochs`` epochs, the epoch with the best accuracy on the held-out
+    tenth kept (no test image is used to train or choose it).  ``info["test_accuracy"]``
+    on the full test split."""
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    s = train_seed("judge", seed)
+    epochs = profile.nets.judge_epochs
+    cfg = _base("judge_classifier", dataset, profile, s, arch="SmallCNN-64", epochs=epochs,
+                lr=1e-3, batch_size=128, train_subset=profile.nets.train_subset,
+                val_fraction=JUDGE_VAL_FRACTION, selection="held-out accuracy")
+
+    def train(model):
+        x, y = subsample(*load_split(dataset, "train"), profile.nets.train_subset, s)
+        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(s))
+        n_val = max(1, round(JUDGE_VAL_FRACTION * len(x)))
+        val, fit = perm[:n_val], perm[n_val:]
+        out = train_classifier(model, x[fit], y[fit], epochs, lr=1e-3, seed=s,
+                               x_val=x[val], y_val=y[val], desc=f"judge classifier {dataset}")
+        return {**out, "test_accuracy": accuracy(model, *load_split(dataset, "test"))}
+
+    return cached("judge_classifier", cfg, SmallCNN, train, device, use_cache)
+
+
 AE_VAL_FRACTION = 0.1
 
 

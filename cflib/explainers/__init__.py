@@ -13,7 +13,8 @@ trained networks: :mod:`cflib.bench.catalog`.)
 
 C3LT table (Khorram & Fuxin 2022): Original Data, Adv. Attack, CEM, CVE, ExpGAN, C3LT,
 plus our reference rows and variants: Query (unchanged), CEM (targeted), CEM (paper
-budget), CVE (receptive field), C3LT (reconstruction), C3LT (inverted).
+budget), CVE (receptive field), C3LT (reconstruction), C3LT (inverted), Latent search
+(REVISE on C3LT's generator: what the generator allows).
 Bayesian classifiers (Duell & Fan 2026): Wachter, BayesCF, ROAR, Schut, PSCE.
 Recourse under quantization (Yahyati et al. 2026): Latent PGD.
 """
@@ -24,6 +25,7 @@ from cflib.explainers.cem import CEM, CEMConfig, CEMPaperBudget, CEMTargeted
 from cflib.explainers.cve import CVE, CVEConfig, CVEReceptiveField
 from cflib.explainers.expgan import ExpGAN, ExpGANConfig
 from cflib.explainers.latent import LatentRecourse, LatentRecourseConfig
+from cflib.explainers.latent_search import LatentSearch, LatentSearchConfig
 from cflib.explainers.original import OriginalData, OriginalDataConfig, QueryUnchanged
 from cflib.explainers.psce import PSCE, PSCEConfig
 from cflib.explainers.roar import ROAR, ROARConfig
@@ -33,7 +35,7 @@ from cflib.explainers.wachter import BayesCF, Wachter, WachterConfig
 #: method name as the papers spell it -> explainer class
 EXPLAINERS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
     OriginalData, QueryUnchanged, AdvAttack, CEM, CEMTargeted, CEMPaperBudget, CVE,
-    CVEReceptiveField, ExpGAN, C3LT, C3LTReconstruction, C3LTInverted,
+    CVEReceptiveField, ExpGAN, C3LT, C3LTReconstruction, C3LTInverted, LatentSearch,
     Wachter, BayesCF, ROAR, Schut, PSCE,
     LatentRecourse,
 )}
@@ -56,4 +58,4 @@ __all__ = ["EXPLAINERS", "get_explainer", "Counterfactuals", "Explainer", "Expla
            "CVEConfig", "CVEReceptiveField", "ExpGAN", "ExpGANConfig", "C3LT", "C3LTConfig",
            "C3LTReconstruction", "C3LTInverted", "Wachter", "BayesCF", "WachterConfig", "ROAR", "ROARConfig",
            "Schut", "SchutConfig", "PSCE", "PSCEConfig", "LatentRecourse",
-           "LatentRecourseConfig"]
+           "LatentRecourseConfig", "LatentSearch", "LatentSearchConfig"]

@@ -133,6 +133,29 @@ class C3LTConfig(ExplainerConfig):
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
 
+# ----------------------------------------------------------------------------- schedule
+
+#: the public code's schedule (``args.py``, ``c3lt/train.py``, ``datasets.py``): epochs
+#: ``range(0, epochs + 1)`` with ``epochs=200`` (201 epochs), batches of 128 images per
+#: class from two loaders zipped (``drop_last=False``: an epoch has as many updates as
+#: the shorter class has batches), Adam at ``lr_map=1e-3``, ``StepLR`` every 25 epochs by
+#: 0.5 (``decay_step``, ``decay_gamma``)
+PUBLIC_SCHEDULE = {"epochs": 201, "batch_size": 128, "lr": 1e-3, "decay_step": 25,
+                   "decay_gamma": 0.5}
+
+
+def public_lr_sum(n_query: int, n_target: int) -> float:
+    """The sum over the public code's updates of their learning rate, for a pair whose
+    classes have ``n_query`` and ``n_target`` training images: the measure of how much
+    optimisation a schedule gives the mappings (9,246 updates, lr x steps 2.29 on MNIST
+    4->9).  A run's ``info["lr_sum"]`` over this is the fraction of the published
+    optimisation it received."""
+    s = PUBLIC_SCHEDULE
+    per_epoch = min(-(-n_query // s["batch_size"]), -(-n_target // s["batch_size"]))
+    return sum(per_epoch * s["lr"] * s["decay_gamma"] ** (e // s["decay_step"])
+               for e in range(s["epochs"]))
+
+
 # ----------------------------------------------------------------------------- networks
 
 class NLMappingConv(nn.Module):
@@ -402,7 +425,7 @@ class C3LT(Explainer):
         hist: list[dict] = []
         per_epoch = -(-n // cfg.batch_size)
         log_every = max(1, per_epoch // 10)     # about ten points of the curves per epoch
-        done = 0
+        done, lr_sum = 0, 0.0
         # one batched pass per update (E, G, D and f frozen, evaluation mode: every image
         # is computed on its own, so batching the two directions and the cycles changes
         # nothing but the rounding): G on the four sets of codes, f on the two sets of
@@ -423,6 +446,7 @@ class C3LT(Explainer):
                                                     y_t[:b], y_q[:b], use_adv)
                     opt.zero_grad(set_to_none=True)
                     loss.backward()
+                lr_sum += opt.param_groups[0]["lr"]
                 opt.step()
                 if per_step:
                     sched.step()
@@ -441,6 +465,8 @@ class C3LT(Explainer):
         steps = cfg.epochs * -(-n // cfg.batch_size)
         info = {"query_class": q, "target_class": t, "n_pairs_per_epoch": n,
                 "epochs": cfg.epochs, "steps": steps, "final_lr": opt.param_groups[0]["lr"],
+                "lr_sum": lr_sum,
+                "public_fraction": lr_sum / public_lr_sum(len(x_q), len(x_t)),
                 "train_seconds": time.perf_counter() - t_start, "history": hist}
         if hist:
             info.update({f"last_{k}": v for k, v in hist[-1].items()})

@@ -18,6 +18,8 @@ from cflib.metrics.basic import (
     PROXIMITY_TO_RECONSTRUCTION,
     SECONDS_PER_CF,
     VALIDITY,
+    VALIDITY_INDEPENDENT,
+    judged_validity,
     l0_count,
     l1_distance,
     proximity,
@@ -31,4 +33,5 @@ __all__ = ["im1", "im2", "im1_by_class", "fid_kid", "FrozenFeatures", "proximity
            "aupc", "AUPCResult", "MetricSpec", "SPECS", "get_spec", "register", "IM1", "IM2",
            "FID", "KID", "AUPC_TARGET", "AUPC_QUERY", "COUT", "PROXIMITY", "VALIDITY",
            "SECONDS_PER_CF", "ACCURACY", "EDITS", "FEATURE_VALIDITY", "PROXIMITY_TO_RECONSTRUCTION",
-           "N_ALREADY_TARGET", "L1", "L0", "l1_distance", "l0_count"]
+           "N_ALREADY_TARGET", "L1", "L0", "l1_distance", "l0_count",
+           "VALIDITY_INDEPENDENT", "judged_validity"]

@@ -90,5 +90,27 @@ N_ALREADY_TARGET = MetricSpec(
     "N_already_target", lambda c: c.cf.meta["n_already_target"], False,
     "queries the classifier already assigns to the target: never counted as valid",
     needs="n_already_target")
+def judged_validity(judge, cf) -> float:
+    """Share of ``cf``'s counterfactuals that another classifier, ``judge``, assigns to
+    their targets (a query the explained classifier already assigned to its target is
+    never a success, as in :attr:`Counterfactuals.success`).  An adversarial
+    perturbation fools the classifier it was computed on; a change that makes the image
+    look like the target class convinces an independent one too."""
+    from cflib.scopes import frozen
+    from cflib.tensors import model_device
+
+    with torch.no_grad(), frozen(judge):
+        dev = model_device(judge)
+        pred = torch.cat([judge(cf.x_cf[i:i + 512].to(dev)).argmax(1).cpu()
+                          for i in range(0, len(cf.x_cf), 512)])
+    ok = (pred == cf.target.cpu()) & ~cf.meta["already_target"].cpu()
+    return ok.float().mean().item()
+
+
+VALIDITY_INDEPENDENT = MetricSpec(
+    "Validity (independent classifier)", lambda c: judged_validity(c.models.judge, c.cf), True,
+    "share of counterfactuals that an independent classifier (another architecture and "
+    "training seed, the same training split) assigns to the target")
+
 register(VALIDITY, PROXIMITY, SECONDS_PER_CF, ACCURACY, EDITS, FEATURE_VALIDITY,
-         PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET, L1, L0)
+         PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET, L1, L0, VALIDITY_INDEPENDENT)

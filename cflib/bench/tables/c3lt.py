@@ -39,6 +39,7 @@ from cflib.metrics import (
     PROXIMITY_TO_RECONSTRUCTION,
     SECONDS_PER_CF,
     VALIDITY,
+    VALIDITY_INDEPENDENT,
     FrozenFeatures,
     aupc,
     fid_kid,
@@ -52,7 +53,7 @@ log = logging.getLogger("cflib")
 #: variants beside the row it explains)
 C3LT_METHODS = ["Original Data", "Query (unchanged)", "Adv. Attack", "CEM", "CEM (targeted)",
                 "CEM (paper budget)", "CVE", "CVE (receptive field)", "ExpGAN", "C3LT",
-                "C3LT (reconstruction)", "C3LT (inverted)"]
+                "C3LT (reconstruction)", "C3LT (inverted)", "Latent search"]
 #: rows run on fewer queries than the others (their budget): name -> queries per pair
 QUERY_LIMITS = {"CEM (paper budget)": lambda prof: prof.c3lt.cem_paper_queries}
 #: sensitivity checks computed beside a row (the ``variant`` column): (method, variant)
@@ -76,6 +77,8 @@ class EvalModels:
     autoencoders: dict            # class index -> AE, and None -> the all-class AE
     feature: FrozenFeatures
     feature_info: dict
+    judge: nn.Module | None = None      # the independent classifier (zoo.judge_classifier)
+    judge_info: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -117,17 +120,36 @@ class PairContext:
 #: the metrics of the C3LT table (IM2 and KID are stored unscaled; their specs'
 #: ``display_scale`` is the paper's x10 and x1e3)
 C3LT_METRICS = (IM1, IM2, FID, KID, AUPC_TARGET, AUPC_QUERY, COUT, PROXIMITY, VALIDITY,
-                SECONDS_PER_CF)
+                VALIDITY_INDEPENDENT, SECONDS_PER_CF)
 #: what CVE reports besides the table's metrics (computed only where the method has them)
 CVE_METRICS = (EDITS, FEATURE_VALIDITY)
 PROXIMITY_VS_REAL = register(MetricSpec(
     "Proximity_vs_real", None, False,
     "proximity over Original Data's on the same pair: at 0.8 or more the method moves the "
     "query about as far as a different real image of the target class would"))[0]
+BUDGET_FRACTION = register(MetricSpec(
+    "Budget_fraction", None, True,
+    "the share of the published optimisation the row received: C3LT's sum of learning "
+    "rate x updates over the public code's (201 epochs at batch 128), CEM's iterations x "
+    "rounds of c over the paper's 1000 x 10"))[0]
 #: what the runner derives after every method of a pair has run
-DERIVED_METRICS = (PROXIMITY_VS_REAL,)
+DERIVED_METRICS = (PROXIMITY_VS_REAL, BUDGET_FRACTION)
 C3LT_TABLE = Table("c3lt", tuple(C3LT_METHODS),
                    C3LT_METRICS + CVE_METRICS + (PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET))
+#: the paper's CEM budget (Dhurandhar et al. 2018's reference code): iterations x c-steps
+CEM_PAPER_BUDGET = 1000 * 10
+
+
+def budget_fraction(explainer) -> float | None:
+    """What share of the published optimisation a built method receives (None where the
+    paper publishes no budget, or the method searches nothing)."""
+    info = getattr(explainer, "info", None) or {}
+    if "public_fraction" in info:
+        return float(info["public_fraction"])
+    cfg = explainer.config
+    if hasattr(cfg, "max_iterations") and hasattr(cfg, "c_steps"):
+        return cfg.max_iterations * cfg.c_steps / CEM_PAPER_BUDGET
+    return None
 
 
 def load_eval_models(dataset: str, classes, profile="standard", seed: int = 0,
@@ -138,7 +160,9 @@ def load_eval_models(dataset: str, classes, profile="standard", seed: int = 0,
     aes = {c: zoo.autoencoder(dataset, c, prof, seed, device)[0] for c in sorted(set(classes))}
     aes[None] = zoo.autoencoder(dataset, None, prof, seed, device)[0]
     feat, feat_info = zoo.feature_net(dataset, prof, seed, device)
-    return EvalModels(dataset, clf, clf_info, aes, FrozenFeatures(feat), feat_info)
+    judge, judge_info = zoo.judge_classifier(dataset, prof, seed, device)
+    return EvalModels(dataset, clf, clf_info, aes, FrozenFeatures(feat), feat_info, judge,
+                      judge_info)
 
 
 def split_reference(x_target: torch.Tensor, seed: int = 0):
@@ -225,6 +249,10 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
             rows += [{**common, "pair": label, "method": method, "variant": variant,
                       "metric": k, "value": v} for k, v in values.items()]
             prox[(method, variant)] = values["Proximity"]
+            share = budget_fraction(explainer)
+            if share is not None:
+                rows.append({**common, "pair": label, "method": method, "variant": variant,
+                             "metric": BUDGET_FRACTION.name, "value": share})
             if not variant:
                 cfs[(label, method)] = cf
                 curves[(label, method)] = ctx.curves
