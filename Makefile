@@ -24,7 +24,7 @@ install: $(VENV)/.installed
 # one chapter, always executed: the book's run (standard, seed 0, cpu) replaces the
 # committed notebook and results; any other run writes under _build/runs/
 chapter: $(VENV)/.installed
-	$(PY) -m cflib.book.build $(NB) --profile $(PROFILE) $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE)) \
+	$(PY) -m cflib.book.runs $(NB) --profile $(PROFILE) $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE)) \
 		$(if $(TRAIN_SEED),--train-seed $(TRAIN_SEED)) $(if $(DATA_SEED),--data-seed $(DATA_SEED))
 
 # the book: re-executes the chapters whose inputs changed since they ran (every chapter
@@ -55,7 +55,7 @@ benchmark: $(VENV)/.installed
 gpu-check: $(VENV)/.installed
 	$(PY) -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'no CUDA device here')"
 	$(PY) -m pytest -q -rs tests/test_device.py
-	$(PY) -m cflib.book.build fashion_mnist_quant --profile smoke --device cuda
+	$(PY) -m cflib.book.runs fashion_mnist_quant --profile smoke --device cuda
 	$(PY) benchmarks/throughput.py --device cuda --out results/performance-cuda.csv
 
 # which chapters are stale, and why

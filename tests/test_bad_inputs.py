@@ -325,7 +325,7 @@ def test_the_readme_is_never_emptied(tmp_path):
 
 def test_a_failed_chapter_run_replaces_nothing(tmp_path):
     """cross_dataset reads the two C3LT results files; without them the kernel fails."""
-    from cflib.book.build.execute import build
+    from cflib.book.runs.execute import build
 
     readme = Path(__file__).parents[1] / "README.md"
     readme_before = readme.read_bytes()

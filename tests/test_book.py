@@ -17,8 +17,8 @@ from cflib.bench import data
 from cflib.bench.data import PROJECT_ROOT
 from cflib.bench.results import COLUMNS, MEAN_OVER_PAIRS
 from cflib.bench.tables.c3lt import C3LT_METHODS, C3LT_METRICS, CVE_METRICS
-from cflib.book.build.execute import build
 from cflib.book.chapters import CHAPTERS
+from cflib.book.runs.execute import build
 
 pytestmark = [
     pytest.mark.slow,
@@ -178,7 +178,7 @@ def test_book_builds(html):
 def test_refresh_prose_only_when_code_is_unchanged(results_dir, book_dir, tmp_path):
     import nbformat
 
-    from cflib.book.build.assemble import refresh_prose
+    from cflib.book.runs.assemble import refresh_prose
 
     executed = book_dir / "book" / "chapters" / "mnist_eval.ipynb"
     shutil.copy(executed, tmp_path / "mnist_eval.ipynb")

@@ -76,7 +76,7 @@ def test_a_changed_chapter_is_the_only_one_re_executed(committed_chapters_fresh,
                                                        tmp_path):
     src = fresh_clone / "notebooks" / "cross_dataset.py"
     src.write_text(src.read_text() + '\n# %%\nprint("an edited chapter")\n')
-    out, _ = _run(fresh_clone, "cflib.book.build", "all", "--stale-only",
+    out, _ = _run(fresh_clone, "cflib.book.runs", "all", "--stale-only",
                   cache=tmp_path / "cache")
     assert "[cross_dataset] executing" in out
     assert out.count("] executing") == 1, out[-3000:]
@@ -124,7 +124,7 @@ def test_re_running_a_chapter_with_unchanged_inputs_leaves_the_clone_clean(fresh
         subprocess.run([*git, "add", "-A"], cwd=fresh_clone, check=True)
         subprocess.run([*git, "commit", "-q", "-m", "clone"], cwd=fresh_clone, check=True)
     for _ in range(2):
-        _run(fresh_clone, "cflib.book.build", "cross_dataset", cache=tmp_path / "cache")
+        _run(fresh_clone, "cflib.book.runs", "cross_dataset", cache=tmp_path / "cache")
         status = subprocess.run(["git", "status", "--porcelain"], cwd=fresh_clone,
                                 capture_output=True, text=True, check=True).stdout
         assert status == "", status

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from cflib.bench import data
-from cflib.book.build.assemble import dependencies, execute_chapters
+from cflib.book.runs.assemble import dependencies, execute_chapters
 
 pytestmark = [
     pytest.mark.slow,

@@ -9,8 +9,8 @@ from cflib.bench.reference import load_reported, reported_on_our_scale
 from cflib.bench.results import pair_means, tidy, with_pair_means
 from cflib.bench.runner import shape_checks
 from cflib.book import report
-from cflib.book.build import notebook as nb_tools
 from cflib.book.report import readme as readme_tools
+from cflib.book.runs import notebook as nb_tools
 
 
 def rows(values):

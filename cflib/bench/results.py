@@ -26,6 +26,16 @@ import pandas as pd
 
 from cflib.io import atomic_write
 
+#: every file the readers below opened in this process (resolved paths): what a chapter's
+#: presentation read, recorded with the run (:func:`files_read`)
+_READ: set[str] = set()
+
+
+def files_read() -> list[str]:
+    """The resolved paths of every table :func:`read_results` and :func:`read_table` read."""
+    return sorted(_READ)
+
+
 COLUMNS = ["dataset", "method", "model", "variant", "pair", "aggregate", "metric", "value",
            "train_seed", "data_seed", "profile"]
 OPTIONAL = ["repeat"]
@@ -80,6 +90,7 @@ def read_results(name_or_path, results_dir="results") -> pd.DataFrame:
         raise FileNotFoundError(f"no results file {path}; run the chapter first "
                                 f"(make chapter NB={path.stem})")
     df = pd.read_csv(path, keep_default_na=False)
+    _READ.add(str(path.resolve()))
     df["value"] = pd.to_numeric(df["value"], errors="coerce")
     return tidy(df)
 
@@ -90,7 +101,9 @@ def read_table(path) -> pd.DataFrame:
     if not path.exists():
         raise FileNotFoundError(f"no file {path}; the command that writes it is named in "
                                 "the module that reads it (e.g. python -m cflib.bench.tuning ...)")
-    return pd.read_csv(path, keep_default_na=False)
+    df = pd.read_csv(path, keep_default_na=False)
+    _READ.add(str(path.resolve()))
+    return df
 
 
 def pair_rows(df: pd.DataFrame) -> pd.DataFrame:

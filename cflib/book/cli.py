@@ -67,7 +67,7 @@ def main(argv=None) -> None:
     rd.add_argument("--readme", default="README.md")
     args = ap.parse_args(argv)
 
-    from cflib.book.build import assemble, cli, digests
+    from cflib.book.runs import assemble, cli, digests
 
     if args.command == "list":
         print(_listing())

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from cflib.bench.data import PROJECT_ROOT
-from cflib.bench.results import CELL
+from cflib.bench.results import CELL, read_table
 
 SWEEP_DIR = PROJECT_ROOT / "results" / "sweep"
 
@@ -61,7 +61,7 @@ def read_sweep(chapter: str, profile: str = "standard", root=SWEEP_DIR, own=None
     for s in sorted(d.glob("seed*/")):
         f = s / f"{chapter}.csv"
         if f.exists():
-            per_seed[int(s.name[4:])] = pd.read_csv(f, keep_default_na=False)
+            per_seed[int(s.name[4:])] = read_table(f)
     if not per_seed:
         return None, {}
     if own is not None and len(own):

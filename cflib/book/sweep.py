@@ -5,7 +5,7 @@
 
 A sweep varies the *training* seed and keeps the data seed fixed (the same queries and
 evaluation draws in every task), so its spread measures training alone.  Each task is
-one chapter run (papermill, :func:`cflib.book.build.execute.build`) at one training
+one chapter run (papermill, :func:`cflib.book.runs.execute.build`) at one training
 seed, executed by a ``dask.distributed`` worker in a folder of its own; it returns the
 chapter's results tables, which the client writes to
 ``results/sweep/<chapter>/<profile>/seed<seed>/``.  A merge step then builds, for every
@@ -42,9 +42,9 @@ import pandas as pd
 
 from cflib.bench.data import PROJECT_ROOT
 from cflib.bench.results import write_table
-from cflib.book.build.execute import build
-from cflib.book.build.paths import BOOK_RUN
 from cflib.book.chapters import check, run_params
+from cflib.book.runs.execute import build
+from cflib.book.runs.paths import BOOK_RUN
 from cflib.book.spread import SWEEP_DIR, merge_seeds, read_sweep, sweep_dir  # noqa: F401
 from cflib.env import scheduler as env_scheduler
 
@@ -190,7 +190,7 @@ def merge_chapter(chapter: str, profile: str = "standard", root=SWEEP_DIR,
 def main(argv=None) -> None:
     import argparse
 
-    from cflib.book.build.cli import parse_extra
+    from cflib.book.runs.cli import parse_extra
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("chapters", nargs="+")

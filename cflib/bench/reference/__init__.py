@@ -33,8 +33,10 @@ REPORTED_NAMES: dict[str, tuple[str, float]] = {
 
 
 def _read(name: str) -> pd.DataFrame:
-    with resources.files("cflib.bench.reference").joinpath(name).open() as f:
-        return pd.read_csv(f, keep_default_na=False)
+    # through the results reader: a chapter records the reference files it read
+    from cflib.bench.results import read_table
+
+    return read_table(str(resources.files("cflib.bench.reference").joinpath(name)))
 
 
 def load_reported(table: str | None = None, dataset: str | None = None) -> pd.DataFrame:

@@ -34,8 +34,8 @@ import pandas as pd
 
 from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
-from cflib.book.build.paths import DISCUSSION
 from cflib.book.chapters import get_chapter
+from cflib.book.runs.paths import DISCUSSION
 from cflib.book.spread import read_sweep
 from cflib.metrics.spec import get_spec
 

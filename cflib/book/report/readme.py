@@ -20,10 +20,10 @@ from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT
 from cflib.bench.reference import reported_value
 from cflib.bench.results import CLASSIFIER, read_results, table_means
 from cflib.bench.tables.c3lt import C3LT_METRICS
-from cflib.book.build.paths import BOOK_RUN, CHAPTER_DIR
 from cflib.book.chapters import CHAPTERS
 from cflib.book.report.display import page_table
 from cflib.book.report.tables import bayes_table, comparison_table, quant_table, spread_table
+from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR
 from cflib.book.spread import read_sweep
 from cflib.io import atomic_write
 

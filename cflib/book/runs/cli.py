@@ -1,14 +1,14 @@
-"""The chapter builder's command line (``python -m cflib.book.build``, ``make chapter``)."""
+"""The chapter builder's command line (``python -m cflib.book.runs``, ``make chapter``)."""
 from __future__ import annotations
 
 import argparse
 import json
 
-from cflib.book.build.assemble import refresh_prose
-from cflib.book.build.digests import stale_reasons
-from cflib.book.build.execute import build
-from cflib.book.build.paths import is_book_run, output_dirs, rel
 from cflib.book.chapters import CHAPTERS, check, get_chapter, run_params
+from cflib.book.runs.assemble import refresh_prose
+from cflib.book.runs.digests import stale_reasons
+from cflib.book.runs.execute import build
+from cflib.book.runs.paths import is_book_run, output_dirs, rel
 
 
 def parse_extra(pairs) -> dict:

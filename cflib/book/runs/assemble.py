@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT
-from cflib.book.build.digests import source_digests, stale_reasons
-from cflib.book.build.execute import build
-from cflib.book.build.notebook import fill_discussion, to_notebook
-from cflib.book.build.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
 from cflib.book.chapters import CHAPTERS, check, get_chapter, run_params
+from cflib.book.runs.digests import source_digests, stale_reasons
+from cflib.book.runs.execute import build
+from cflib.book.runs.notebook import fill_discussion, to_notebook
+from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
 from cflib.env import scheduler as env_scheduler
 from cflib.io import atomic_write
 

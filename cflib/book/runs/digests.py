@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT, checksums, data_root
-from cflib.book.build.notebook import discussion_template, to_notebook
-from cflib.book.build.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
 from cflib.book.chapters import Chapter, check, get_chapter, run_params
+from cflib.book.runs.notebook import discussion_template, to_notebook
+from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
 
 __all__ = ["source_digests", "input_digests", "stale_reasons"]
 

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT
-from cflib.book.build.digests import input_digests
-from cflib.book.build.notebook import PROBE, clean, fill_discussion, scrub_paths, to_notebook
-from cflib.book.build.paths import FAILED_DIR, RESULTS_DIR, commit, output_dirs, rel
 from cflib.book.chapters import check, get_chapter, run_params
+from cflib.book.runs.digests import input_digests
+from cflib.book.runs.notebook import PROBE, clean, fill_discussion, scrub_paths, to_notebook
+from cflib.book.runs.paths import FAILED_DIR, RESULTS_DIR, commit, output_dirs, rel
 from cflib.env import check_all
 from cflib.env import threads as env_threads
 from cflib.io import atomic_write
