@@ -23,9 +23,11 @@ install: $(VENV)/.installed
 
 # one chapter, always executed: the book's run (standard, seed 0, cpu) replaces the
 # committed notebook and results; any other run writes under _build/runs/
+# RENDER=1: re-render it from its last full run's saved results (seconds, nothing computed)
 chapter: $(VENV)/.installed
 	$(PY) -m cflib.book.runs $(NB) --profile $(PROFILE) $(if $(filter-out cpu,$(DEVICE)),--device $(DEVICE)) \
-		$(if $(TRAIN_SEED),--train-seed $(TRAIN_SEED)) $(if $(DATA_SEED),--data-seed $(DATA_SEED))
+		$(if $(TRAIN_SEED),--train-seed $(TRAIN_SEED)) $(if $(DATA_SEED),--data-seed $(DATA_SEED)) \
+		$(if $(RENDER),--render)
 
 # the book: re-executes the chapters whose inputs changed since they ran (every chapter
 # with RERUN=1), side by side on one single-threaded worker per core (WORKERS=n), then

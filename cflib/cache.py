@@ -37,7 +37,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from cflib.env import folder
+from cflib.env import folder, forbid_compute
 from cflib.io import atomic_write
 from cflib.scopes import seeded
 
@@ -219,6 +219,7 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
     lock and then load it.  The cache folder's write access is checked before training;
     a write that fails afterwards is logged and the trained module returned.
     """
+    forbid_compute(f"the weight cache ({kind})")
     seed = int(config.get("seed", 0))
     path = cache_path(kind, config, device)
     config = keyed(config, device)

@@ -8,13 +8,16 @@
 | ``CFLIB_THREADS`` | torch threads of a chapter run | an int from 1 to the machine's cores |
 | ``CFLIB_SCHEDULER`` | a Dask scheduler for sweeps and the book | an address ``tcp://host:port`` (or ``host:port``) |
 | ``CFLIB_LOG`` | cflib's log level on stderr | a logging level name (``INFO``, ``WARNING``, ...) |
+| ``CFLIB_RENDER`` | set by a chapter's re-render: any explainer call or training is an error | ``1``/``0`` (as ``CFLIB_PROGRESS``) |
 
 A bad value is a ValueError that names the variable, its value and what is allowed.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from typing import Iterator
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -92,9 +95,43 @@ def log_level(name: str = "CFLIB_LOG") -> str | None:
     return v.strip().upper()
 
 
+RENDER = "CFLIB_RENDER"
+
+
+def forbid_compute(what: str) -> None:
+    """Raise when this process re-renders a chapter from its saved results
+    (``CFLIB_RENDER`` set): a re-render reads what the chapter's last full run saved and
+    never explains, fits or trains; ``what`` names the call that tried."""
+    if flag(RENDER):
+        raise RuntimeError(f"{what} during a re-render of a chapter ({RENDER} is set): a "
+                           "re-render reads the saved results only; move this call into the "
+                           "chapter's compute cell (tagged 'compute')")
+
+
+@contextlib.contextmanager
+def environ(**values: str | None) -> Iterator[None]:
+    """Environment variables set (``None``: unset) inside the block, every one put back as
+    it was on exit, whatever happens inside."""
+    before = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = str(v)
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def check_all() -> None:
     """Check every variable cflib reads (a run calls this before any work)."""
     flag("CFLIB_PROGRESS")
+    flag(RENDER)
     threads()
     folder("CFLIB_CACHE")
     folder("CFLIB_DATA", must_exist=True)

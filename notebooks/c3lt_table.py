@@ -56,10 +56,25 @@ methods: list | None = None  # None: every row of the table, e.g. ["CEM", "C3LT"
 results_name: str | None = None   # the results file's name (None: the chapter's own)
 results_dir: str | None = None    # None: the book's run writes results/, any other _build/runs/
 
-# %%
+# %% tags=["setup"]
 from cflib.book import chapters
 
 p = chapters.parameters("c3lt_table.py", globals())
+
+# %% tags=["setup"]
+from cflib.bench.data import canonical_dataset
+from cflib.bench.profiles import get_profile
+from cflib.bench.seeds import Seeds
+from cflib.bench.tables import c3lt
+
+dataset = canonical_dataset(p.dataset)
+prof = get_profile(p.profile)
+seeds = Seeds(train=p.train_seed, data=p.data_seed)
+
+# %% tags=["compute"]
+# the computation: every method on every pair, scored; the page below reads what it saved
+saved = c3lt.run_c3lt_table(dataset, p.pairs, p.methods, prof, seeds, p.device,
+                            p.n_images).save(p.results_dir, p.results_name)
 
 # %%
 from pathlib import Path
@@ -68,28 +83,21 @@ import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
 from cflib.bench import results, runner, tuning, zoo
-from cflib.bench.data import DATASET_TITLES, canonical_dataset
-from cflib.bench.profiles import get_profile
-from cflib.bench.seeds import Seeds
-from cflib.bench.tables import c3lt
+from cflib.bench.data import DATASET_TITLES
 from cflib.book import report, sweep
 
-dataset = canonical_dataset(p.dataset)
-prof = get_profile(p.profile)
+run = c3lt.TableRun.load(p.results_dir, p.results_name)
 title = DATASET_TITLES[dataset]
-seeds = Seeds(train=p.train_seed, data=p.data_seed)
 display(Markdown(f"**Run parameters:** dataset `{title}`, profile `{prof.name}`, device "
                  f"`{p.device}`, training seed `{seeds.train}`, data seed `{seeds.data}`, "
                  f"{p.n_images or prof.c3lt.n_images or 'all'} query images per pair."))
 report.metrics_table(c3lt.C3LT_METRICS + c3lt.CVE_METRICS)
 
 # %%
-run = c3lt.run_c3lt_table(dataset, p.pairs, p.methods, prof, seeds, p.device, p.n_images)
-written = results.write_run(run, p.results_name, p.results_dir)
 metric_names = [s.name for s in c3lt.C3LT_METRICS]
 display(report.page_table(report.pairs_table(dataset, run.pairs)))
 display(Markdown(f"The C3LT classifier reaches **{run.classifier_accuracy:.2%}** test accuracy "
-                 f"on {title}.  This page's numbers are in `{written[0].name}`."))
+                 f"on {title}.  This page's numbers are in `{p.results_name}.csv`."))
 
 # %% [markdown]
 # ## The table: ours beside the paper's

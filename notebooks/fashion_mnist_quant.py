@@ -60,23 +60,32 @@ methods: list | None = None  # None: the seven compressed rows, e.g. ["PTQ INT8"
 results_name: str = "fashion_mnist_quant"  # the results file's name
 results_dir: str | None = None             # None: the book's run writes results/, any other _build/runs/
 
-# %%
+# %% tags=["setup"]
 from cflib.book import chapters
 
 p = chapters.parameters("fashion_mnist_quant.py", globals())
+
+# %% tags=["setup"]
+from cflib.bench.profiles import get_profile
+from cflib.bench.tables import quant as quant_benchmark
+
+prof = get_profile(p.profile)
+seeds = list(range(p.train_seed, p.train_seed + prof.quant.n_seeds))
+
+# %% tags=["compute"]
+# the computation: every compressed row trained and its recourse scored; the page reads
+# what it saved
+saved = quant_benchmark.run_quant_table("fmnist", prof, seeds, p.data_seed, p.device, p.methods,
+                                        p.target).save(p.results_dir, p.results_name)
 
 # %%
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from cflib.bench import results
 from cflib.bench.data import CLASS_NAMES
-from cflib.bench.profiles import get_profile
-from cflib.bench.tables import quant as quant_benchmark
 from cflib.book import report
 
-prof = get_profile(p.profile)
-seeds = list(range(p.train_seed, p.train_seed + prof.quant.n_seeds))
+run = quant_benchmark.QuantRun.load(p.results_dir, p.results_name)
 display(Markdown(
     f"**Run parameters:** profile `{prof.name}`, device `{p.device}`, training seed(s) "
     f"{seeds}, target class {p.target} ({CLASS_NAMES['fmnist'][p.target]}), "
@@ -88,9 +97,6 @@ report.metrics_table([s for s in quant_benchmark.QUANT_METRICS
                                     "Avg_weight_bits", "Avg_act_bits", "Sparsity")])
 
 # %%
-run = quant_benchmark.run_quant_table("fmnist", prof, seeds, p.data_seed, p.device, p.methods,
-                                      p.target)
-written = results.write_run(run, p.results_name, p.results_dir)
 fp = run.results[(run.results["method"] == "FP32") & (run.results["variant"] == "")]
 fpv = fp.groupby("metric")["value"].mean()
 display(Markdown(
@@ -98,7 +104,7 @@ display(Markdown(
     f"(of which {int(fpv['N_already_target'])} are already classified as the target by the "
     f"FP model, kept as the code keeps them); FP recourse feasible for "
     f"**{fpv['FP_Feasible']:.1%}** of them.  This page's numbers are in "
-    f"`{written[0].name}`, `{written[1].name}` and `{written[2].name}`."))
+    f"`{p.results_name}.csv`, `{p.results_name}_sweep.csv` and `{p.results_name}_bits.csv`."))
 
 # %% [markdown]
 # ## The table: ours beside the paper's

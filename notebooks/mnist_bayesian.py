@@ -58,25 +58,33 @@ methods: list | None = None   # None: the five methods of the table
 results_name: str = "mnist_bayesian"  # the results file's name
 results_dir: str | None = None        # None: the book's run writes results/, any other _build/runs/
 
-# %%
+# %% tags=["setup"]
 from cflib.book import chapters
 
 p = chapters.parameters("mnist_bayesian.py", globals())
 
-# %%
-import matplotlib.pyplot as plt
-from IPython.display import Markdown, display
-
-from cflib.bench import results
+# %% tags=["setup"]
 from cflib.bench.profiles import get_profile
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables import bayes
-from cflib.book import report
 
 prof = get_profile(p.profile)
 seeds = Seeds(train=p.train_seed, data=p.data_seed)
 settings = list(p.models or bayes.MODELS)
 methods = list(p.methods or bayes.BAYES_METHODS)
+
+# %% tags=["compute"]
+# the computation: every method on both classifiers, scored; the page reads what it saved
+saved = bayes.run_bayesian_table("mnist", settings, prof, seeds, p.device,
+                                 methods).save(p.results_dir, p.results_name)
+
+# %%
+import matplotlib.pyplot as plt
+from IPython.display import Markdown, display
+
+from cflib.book import report
+
+run = bayes.BayesRun.load(p.results_dir, p.results_name)
 rows = [*bayes.BAYES_REFERENCES, *methods]
 display(Markdown(f"**Run parameters:** profile `{prof.name}`, device `{p.device}`, training "
                  f"seed `{seeds.train}`, data seed `{seeds.data}`, "
@@ -85,12 +93,10 @@ display(Markdown(f"**Run parameters:** profile `{prof.name}`, device `{p.device}
 report.metrics_table(bayes.BAYES_METRICS)
 
 # %%
-run = bayes.run_bayesian_table("mnist", settings, prof, seeds, p.device, methods)
-written = results.write_run(run, p.results_name, p.results_dir)
 display(Markdown("Posterior-mean test accuracy: " + ", ".join(
     f"**{s.replace('_', ' ')} {v:.2%}**" for s, v in run.accuracy.items())
-    + f".  This page's numbers are in `{written[0].name}`, the validity curves in "
-      f"`{written[1].name}`."))
+    + f".  This page's numbers are in `{p.results_name}.csv`, the validity curves in "
+      f"`{p.results_name}_curves.csv`."))
 
 # %% [markdown]
 # ## The tables: ours beside the paper's

@@ -37,6 +37,8 @@ RESULTS_DIR = PROJECT_ROOT / "results"
 RUNS_DIR = PROJECT_ROOT / "_build" / "runs"
 #: the book's own run; anything else writes beside it
 BOOK_RUN = {"profile": "standard", "train_seed": 0, "data_seed": 0, "device": "cpu"}
+#: ... at this many CPU threads (CPU training differs with the thread count)
+BOOK_THREADS = 1
 
 
 #: the sweep results over training seeds a C3LT chapter shows when they exist
@@ -196,12 +198,43 @@ def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> Non
             catalog.check_methods(value)
     if name == "target" and not 0 <= value <= 9:
         raise ValueError(f"target must be a class in 0..9, got {value}")
-    if name == "results_dir" and value is not None and not str(value).strip():
-        raise ValueError("results_dir must name a folder (or be None for the run's own)")
+    if name == "results_dir" and value is not None:
+        if not str(value).strip():
+            raise ValueError("results_dir must name a folder (or be None for the run's own)")
+        check_results_dir(value)
+    if name == "results_name" and value is not None:
+        check_results_name(value)
     if name == "models" and value is not None:
         bad = [s for s in value if s not in MODELS]
         if bad or not value:
             raise ValueError(f"unknown model(s) {bad}; choose from {list(MODELS)}")
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def check_results_name(name: str) -> str:
+    """A results file's name: a plain name (letters, digits, ``_ . -``; no folder, no
+    ``..``), so that it resolves inside the run's own folder and nowhere else."""
+    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"results_name must be a plain file name (letters, digits, _ . -; no "
+                         f"folder and no '..'), got {name!r}")
+    return name
+
+
+def check_results_dir(folder) -> Path:
+    """A user's results folder: anywhere but inside the book's committed results or
+    chapters (only the book's own run writes there)."""
+    p = Path(str(folder)).expanduser()
+    p = (p if p.is_absolute() else PROJECT_ROOT / p).resolve()
+    for committed in (RESULTS_DIR, PROJECT_ROOT / "book"):
+        c = committed.resolve()
+        if p == c or c in p.parents:
+            raise ValueError(f"results_dir {str(folder)!r} is inside the book's committed "
+                             f"{c.relative_to(PROJECT_ROOT.resolve())}/, which only the book's "
+                             "own run writes; choose a folder of your own (or leave it None: "
+                             "the run writes under _build/runs/)")
+    return p
 
 
 def check(chapter: str | Chapter, given: dict, source=None) -> dict:
@@ -262,7 +295,7 @@ def parameters(source: str, namespace: dict) -> SimpleNamespace:
         base = matches[0]
         ch = Chapter(name or base.name, base.source, base.title, {}, base.reads)
     values = check(ch, {k: v for k, v in given.items() if k != "results_name"})
-    values["results_name"] = name or ch.name
+    values["results_name"] = check_results_name(name) if name is not None else ch.name
     if "results_dir" in values and values["results_dir"] is None:
         # by hand (papermill), never into the book's committed results
         values["results_dir"] = str(run_folder(ch, values) if ch.writes else RESULTS_DIR)
@@ -279,9 +312,11 @@ def run_params(chapter: str | Chapter, run: dict) -> dict:
 
 def is_book_run(chapter: str | Chapter, params: dict) -> bool:
     """Are ``params`` the book's own run of ``chapter`` (its defaults at the book's profile,
-    seeds and device, and no results folder of its own)?"""
+    seeds and device, no results folder of its own, at the book's one CPU thread)?"""
+    from cflib.env import threads
+
     ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
-    if params.get("results_dir") is not None:
+    if params.get("results_dir") is not None or threads() != BOOK_THREADS:
         return False
     defaults = check(ch, run_params(ch, BOOK_RUN))
     return all(params.get(k) == v for k, v in defaults.items() if k != "results_dir")
@@ -289,12 +324,17 @@ def is_book_run(chapter: str | Chapter, params: dict) -> bool:
 
 def run_folder(chapter: str | Chapter, params: dict) -> Path:
     """Where a run that is not the book's writes: ``_build/runs/<profile>-train<t>-data<d>``
-    and a hash of its other parameters, one folder per run of the book."""
+    and a hash of everything else that changes an output (its other parameters, a results
+    name of its own, a thread count other than the book's), one folder per run."""
+    from cflib.env import threads
+
     ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
     defaults = check(ch, run_params(ch, BOOK_RUN))
     extra = {k: v for k, v in params.items()
-             if k not in ("profile", "train_seed", "data_seed", "results_dir", "results_name",
-                          "dataset") and defaults.get(k) != v}
+             if k not in ("profile", "train_seed", "data_seed", "results_dir", "dataset")
+             and defaults.get(k) != v and not (k == "results_name" and v == ch.name)}
+    if threads() != BOOK_THREADS:
+        extra["threads"] = threads()
     tag = (f"{params.get('profile', 'standard')}-train{params.get('train_seed', 0)}"
            f"-data{params.get('data_seed', 0)}")
     if extra:

@@ -4,7 +4,9 @@
     cflib chapter NAME [--profile P] [--train-seed S] [--data-seed S] [--device D]
                   [-p NAME VALUE ...]
     cflib book [--rerun]                execute stale chapters (or all), build the HTML
-    cflib stale                         which chapters' inputs changed since they ran
+    cflib stale                         what each chapter needs: nothing, a re-render (its
+                                        presentation changed), a re-execution (its compute
+                                        changed), and why
     cflib sweep NAME --seeds 0 1 2      chapters x training seeds on Dask, merged
     cflib readme [--results DIR]        regenerate the README's summary and the results page
 """
@@ -85,8 +87,7 @@ def main(argv=None) -> None:
                             args.rerun, args.workers)
     elif args.command == "stale":
         for name in CHAPTERS:
-            reasons = digests.stale_reasons(name)
-            print(f"{name}: " + ("up to date" if not reasons else "stale: " + "; ".join(reasons)))
+            print(f"{name}: {digests.staleness(name).describe(limit=100)}")
     elif args.command == "refresh":
         for name in (list(CHAPTERS) if args.name == "all" else [args.name]):
             print(f"{name}: prose refreshed -> {assemble.refresh_prose(name)}")

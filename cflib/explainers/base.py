@@ -28,6 +28,7 @@ from torch import nn
 
 import cflib
 from cflib.cache import cached, fingerprint
+from cflib.env import forbid_compute
 from cflib.scopes import channels_last, channels_last_agrees, frozen, seeded
 from cflib.tensors import (  # noqa: F401  (re-exported for the methods)
     X_MAX,
@@ -340,6 +341,7 @@ class Explainer:
         in ``self.frozen_networks()`` form the cache key; ``None`` trains without
         caching.  The caller's networks are frozen and the global RNG restored.
         """
+        forbid_compute(f"{self.name}.fit")
         with frozen(*self._caller_networks()):
             if cache is None:
                 with seeded(int(getattr(self.config, "seed", 0) or 0)):
@@ -381,6 +383,7 @@ class Explainer:
         classifier's mode and its parameters' ``requires_grad`` flags are the same
         after the call as before.  Every input is checked before any work.
         """
+        forbid_compute(f"{self.name}.explain")
         check_images(x)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")

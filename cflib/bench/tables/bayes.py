@@ -318,6 +318,8 @@ def psce_variants(clf, dataset: str, profile, seeds: Seeds, device="cpu") -> dic
 
 
 # -- the chapter: both classifiers, tidy results, spread over repeats --------------------------
+#: queries of the first repeat a run saves for its figures, with every method's counterfactual
+FIGURE_QUERIES = 6
 @dataclass
 class BayesRun:
     """What :func:`run_bayesian_table` returns.
@@ -335,6 +337,46 @@ class BayesRun:
     def tables(self) -> dict[str, pd.DataFrame]:
         """Extra tables written beside the results (:func:`cflib.bench.results.write_run`)."""
         return {"curves": self.curves}
+
+    def save(self, results_dir, name: str) -> list:
+        """Everything the chapter's page shows: the results, the curves and the first
+        :data:`FIGURE_QUERIES` queries of the first repeat with every method's
+        counterfactual (``<name>_counterfactuals.pt`` / ``.json``)."""
+        from pathlib import Path
+
+        from cflib.bench.results import write_run
+        from cflib.explainers.base import save_counterfactuals
+
+        paths = write_run(self, name, results_dir)
+        shown = {}
+        for model, cfs in self.counterfactuals.items():
+            x, y, t, _ = cfs["queries"][0]
+            for m, per_repeat in cfs.items():
+                if m in ("queries", "model_info", "curves", "ablation") or not per_repeat:
+                    continue
+                cf = per_repeat[0].head(FIGURE_QUERIES)
+                cf.meta["query_labels"] = torch.as_tensor(y[:FIGURE_QUERIES])
+                shown[f"{model}|{m}"] = cf
+        paths.append(save_counterfactuals(Path(results_dir) / f"{name}_counterfactuals", shown))
+        return paths
+
+    @classmethod
+    def load(cls, results_dir, name: str) -> "BayesRun":
+        """The :class:`BayesRun` that :meth:`save` wrote: per model, ``queries`` holds the
+        first repeat's shown queries and each method its counterfactuals of them."""
+        from pathlib import Path
+
+        from cflib.bench.results import read_results, read_table
+        from cflib.explainers.base import load_counterfactuals
+
+        d = Path(results_dir)
+        cfs: dict = {}
+        for key, cf in load_counterfactuals(d / f"{name}_counterfactuals").items():
+            model, m = key.split("|", 1)
+            entry = cfs.setdefault(model, {})
+            entry.setdefault("queries", [(cf.x, cf.meta["query_labels"], cf.target, None)])
+            entry[m] = [cf]
+        return cls(read_results(name, d), cfs, read_table(d / f"{name}_curves.csv"))
 
     @property
     def models(self) -> list[str]:

@@ -63,6 +63,8 @@ VARIANTS = {("CEM", "kappa=0"): {"kappa": 0.0}}
 #: query about as much as a different real image of the target would: a realism lead is
 #: then confounded with redrawing the image (flagged in the tables)
 CONFOUNDED_RATIO = 0.8
+#: counterfactuals per pair and method that a run saves for its figures
+FIGURE_QUERIES = 4
 #: the rows the paper reports
 PAPER_METHODS = ["Original Data", "Adv. Attack", "CEM", "CVE", "ExpGAN", "C3LT"]
 
@@ -187,8 +189,54 @@ class TableRun:
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # C3LT's curves per epoch
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Extra tables written beside the results: C3LT's training curves."""
-        return {"c3lt_training": self.training} if len(self.training) else {}
+        """Extra tables written beside the results: C3LT's training curves and the mean
+        insertion curves of every pair and method."""
+        out = {"c3lt_training": self.training} if len(self.training) else {}
+        rows = [{"pair": pair, "method": m, "step": k, "target": float(a), "query": float(b)}
+                for (pair, m), c in self.curves.items()
+                for k, (a, b) in enumerate(zip(c.target_curve.mean(0), c.query_curve.mean(0)))]
+        if rows:
+            out["aupc_curves"] = pd.DataFrame(rows)
+        return out
+
+    def save(self, results_dir, name: str) -> list:
+        """Everything the chapter's page shows: the results table, the extra tables and the
+        first :data:`FIGURE_QUERIES` counterfactuals of every pair and method
+        (``<name>_counterfactuals.pt`` / ``.json``).  :meth:`load` reads them back."""
+        from pathlib import Path
+
+        from cflib.bench.results import write_run
+        from cflib.explainers.base import save_counterfactuals
+
+        paths = write_run(self, name, results_dir)
+        shown = {f"{pair}|{m}": cf.head(FIGURE_QUERIES)
+                 for (pair, m), cf in self.counterfactuals.items()}
+        paths.append(save_counterfactuals(Path(results_dir) / f"{name}_counterfactuals", shown))
+        return paths
+
+    @classmethod
+    def load(cls, results_dir, name: str) -> "TableRun":
+        """The :class:`TableRun` that :meth:`save` wrote (the figures' counterfactuals and
+        the mean insertion curves, not the networks)."""
+        from pathlib import Path
+
+        from cflib.bench.results import read_results, read_table
+        from cflib.explainers.base import load_counterfactuals
+
+        d = Path(results_dir)
+        cfs = {tuple(k.split("|", 1)): cf
+               for k, cf in load_counterfactuals(d / f"{name}_counterfactuals").items()}
+        curves = {}
+        if (d / f"{name}_aupc_curves.csv").exists():
+            for (pair, m), g in read_table(d / f"{name}_aupc_curves.csv").groupby(
+                    ["pair", "method"], sort=False):
+                g = g.sort_values("step")
+                tc = torch.tensor(g["target"].to_numpy(), dtype=torch.float32)[None]
+                qc = torch.tensor(g["query"].to_numpy(), dtype=torch.float32)[None]
+                curves[(str(pair), str(m))] = AUPCResult(tc, qc, tc.mean(1), qc.mean(1))
+        training = (read_table(d / f"{name}_c3lt_training.csv")
+                    if (d / f"{name}_c3lt_training.csv").exists() else pd.DataFrame())
+        return cls(read_results(name, d), cfs, curves, None, training)
 
     @property
     def pairs(self) -> list[str]:

@@ -577,8 +577,26 @@ class QuantRun:
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Extra tables written beside the results (:func:`cflib.bench.results.write_run`):
-        ``<name>_sweep.csv`` and ``<name>_bits.csv``."""
-        return {"sweep": self.sweep, "bits": self.bits}
+        ``<name>_sweep.csv``, ``<name>_bits.csv`` and ``<name>_checks.csv``."""
+        return {"sweep": self.sweep, "bits": self.bits, "checks": self.checks}
+
+    def save(self, results_dir, name: str) -> list:
+        """Everything the chapter's page shows (the results and the extra tables)."""
+        from cflib.bench.results import write_run
+
+        return write_run(self, name, results_dir)
+
+    @classmethod
+    def load(cls, results_dir, name: str) -> "QuantRun":
+        """The tables :meth:`save` wrote (no recourse tensors, no queries)."""
+        from pathlib import Path
+
+        from cflib.bench.results import read_results, read_table
+
+        d = Path(results_dir)
+        extra = {k: read_table(d / f"{name}_{k}.csv") for k in ("sweep", "bits", "checks")
+                 if (d / f"{name}_{k}.csv").exists()}
+        return cls(read_results(name, d), **extra)
 
     @property
     def train_seeds(self) -> list[int]:

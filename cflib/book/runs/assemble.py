@@ -9,10 +9,10 @@ from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT
 from cflib.book.chapters import CHAPTERS, check, get_chapter, run_params
-from cflib.book.runs.digests import source_digests, stale_reasons
+from cflib.book.runs.digests import refuse_unmatched, source_digests, staleness
 from cflib.book.runs.execute import build
 from cflib.book.runs.notebook import fill_discussion, to_notebook
-from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
+from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, output_dirs, rel
 from cflib.env import scheduler as env_scheduler
 from cflib.io import atomic_write
 
@@ -27,17 +27,19 @@ def dependencies(names) -> dict[str, list[str]]:
     return out
 
 
-def _task(name: str, run: dict, *_after) -> str:
-    """One chapter on a worker (``_after``: the chapters it waits for); ``run["folder"]``,
-    when set, holds both its notebook and its results (tests)."""
+def _task(name: str, run: dict, mode: str = "compute", *_after) -> str:
+    """One chapter on a worker (``mode``: ``compute`` or ``render``; ``_after``: the
+    chapters it waits for); ``run["folder"]``, when set, holds both its notebook and its
+    results (tests)."""
     folder = run.get("folder")
     return str(build(name, run["profile"], run["device"], run["train_seed"], run["data_seed"],
-                     out_dir=folder, results_dir=folder))
+                     out_dir=folder, results_dir=folder, mode=mode))
 
 
 def execute_chapters(names, run: dict, workers: int | None = None,
                      scheduler: str | None = None) -> dict[str, Path]:
-    """Execute chapters, side by side where they do not read each other's results.
+    """Execute chapters, side by side where they do not read each other's results
+    (``names``: a list, every chapter computed, or ``{chapter: mode}``).
 
     Each chapter runs in its own kernel pinned to ``CFLIB_THREADS`` threads (default 1),
     so a chapter's arithmetic does not depend on what runs beside it.  The chapters go
@@ -49,7 +51,8 @@ def execute_chapters(names, run: dict, workers: int | None = None,
     """
     import os
 
-    names = list(names)
+    modes = dict(names) if isinstance(names, dict) else {n: "compute" for n in names}
+    names = list(modes)
     deps = dependencies(names)
     address = scheduler or env_scheduler()
     n = workers or min(len(names), os.cpu_count() or 1)
@@ -58,7 +61,7 @@ def execute_chapters(names, run: dict, workers: int | None = None,
     if not address and (n <= 1 or len(names) == 1):
         done = {}
         for name in _order(names, deps):
-            done[name] = Path(_task(name, run))
+            done[name] = Path(_task(name, run, modes[name]))
         return done
     from distributed import Client, LocalCluster, as_completed
 
@@ -76,7 +79,7 @@ def execute_chapters(names, run: dict, workers: int | None = None,
         futures = {}
         for name in _order(names, deps):
             after = [futures[d] for d in deps[name]]
-            futures[name] = client.submit(_task, name, run, *after, pure=False,
+            futures[name] = client.submit(_task, name, run, modes[name], *after, pure=False,
                                           key=f"chapter-{name}-{time.time_ns()}", retries=0)
         done, failed = {}, []
         for fut in as_completed(list(futures.values())):
@@ -107,43 +110,70 @@ def _order(names, deps) -> list[str]:
     return out
 
 
+def plan_book(run: dict, rerun: bool = False) -> dict[str, str]:
+    """What each chapter of a book's run needs: ``compute`` (re-execute), ``render``
+    (re-render from its outputs), ``prose`` (copy the prose in) or ``fresh``; a chapter
+    that reads the results of a chapter that runs is rendered at least.  A chapter whose
+    output files no longer match its notebook is refused (ValueError naming them)."""
+    plan, bad = {}, []
+    deps = dependencies(CHAPTERS)
+    for name in CHAPTERS:
+        params = check(name, run_params(name, run))
+        nb_dir, res_dir = output_dirs(get_chapter(name), params)
+        if rerun:
+            plan[name] = "compute"
+            print(f"[{name}] executing (every chapter asked for)", flush=True)
+            continue
+        st = staleness(name, params, nb_dir, res_dir)
+        if st.kind == "outputs":
+            bad += st.outputs
+            continue
+        kind = {"compute": "compute", "presentation": "render"}.get(st.kind, st.kind)
+        ran = [d for d in deps[name] if plan.get(d) in ("compute", "render")]
+        if ran and kind in ("fresh", "prose"):
+            kind = "render"
+            st.presentation.append(f"it reads {', '.join(ran)}, which runs")
+        plan[name] = kind
+        print(f"[{name}] {st.describe()}" + ("" if kind != "render" or st.kind == "presentation"
+                                             else f" ({st.presentation[-1]})"), flush=True)
+    if bad:
+        raise ValueError("refusing to build: " + "; ".join(bad))
+    return plan
+
+
 def build_book(profile: str = "standard", device: str = "cpu", train_seed: int = 0,
                data_seed: int = 0, rerun: bool = False, workers: int | None = None) -> Path:
-    """Execute the chapters a book needs, then build its HTML; returns index.html.
+    """Run what the chapters of a book need, then build its HTML; returns index.html.
 
-    The book's run (``standard``, seeds 0, ``cpu``) executes only stale chapters (all
-    with ``rerun``; a chapter that reads a re-executed chapter's results too) and builds
-    the project's own book from the committed notebooks.  Any other run executes every
-    chapter into ``_build/runs/`` and builds a separate book from those notebooks in
-    ``_build/book-<profile>-train<t>-data<d>/``, leaving the committed book alone.
-    The chapters run side by side on ``workers`` single-threaded workers
-    (:func:`execute_chapters`).
+    Each chapter is re-executed when its compute changed, re-rendered from its saved
+    outputs when only its presentation did (seconds, nothing trained or explained), has
+    its prose copied in when only that changed, and is left alone otherwise
+    (:func:`plan_book`; every chapter is executed with ``rerun``).  The book's run
+    (``standard``, seeds 0, ``cpu``) works on the committed notebooks and builds the
+    project's own book; any other run works on its own folder under ``_build/runs/`` and
+    builds a separate book in ``_build/book-<profile>-train<t>-data<d>/``.  The chapters
+    run side by side on ``workers`` single-threaded workers (:func:`execute_chapters`).
     """
     t0 = time.perf_counter()
     run = {"profile": profile, "train_seed": train_seed, "data_seed": data_seed,
            "device": device}
     book_run = run == BOOK_RUN
-    notebooks, stale = {}, []
-    deps = dependencies(CHAPTERS)
+    plan = plan_book(run, rerun)
+    for name, kind in plan.items():
+        if kind == "prose":
+            params = check(name, run_params(name, run))
+            nb_dir, res_dir = output_dirs(get_chapter(name), params)
+            refresh_prose(name, nb_dir, res_dir)
+            print(f"[{name}] prose refreshed (code and inputs unchanged): not executed",
+                  flush=True)
+    tasks = {n: k for n, k in plan.items() if k in ("compute", "render")}
+    notebooks = execute_chapters(tasks, run, workers)
     for name in CHAPTERS:
-        params = check(name, run_params(name, run))
-        if book_run and not rerun:
-            reasons = stale_reasons(name, params)
-            reasons += [f"it reads {d}, which is re-executed" for d in deps[name] if d in stale]
-            if not reasons:
-                if stale_reasons(name, params, prose=True):
-                    refresh_prose(name)
-                    print(f"[{name}] prose refreshed (code and inputs unchanged): not executed",
-                          flush=True)
-                else:
-                    print(f"[{name}] up to date (inputs unchanged): not executed", flush=True)
-                notebooks[name] = CHAPTER_DIR / f"{name}.ipynb"
-                continue
-            print(f"[{name}] stale: " + "; ".join(reasons[:5])
-                  + (f" (+{len(reasons) - 5} more)" if len(reasons) > 5 else ""), flush=True)
-        stale.append(name)
-    notebooks.update(execute_chapters(stale, run, workers))
+        if name not in notebooks:
+            params = check(name, run_params(name, run))
+            notebooks[name] = output_dirs(get_chapter(name), params)[0] / f"{name}.ipynb"
     notebooks = {n: notebooks[n] for n in CHAPTERS}
+    refuse_unmatched(CHAPTERS) if book_run else None
     root = PROJECT_ROOT
     if not book_run:
         root = PROJECT_ROOT / "_build" / f"book-{profile}-train{train_seed}-data{data_seed}"
@@ -199,7 +229,7 @@ def refresh_prose(chapter: str, out_dir: Path | None = None,
     fill_discussion(done, ch, results_dir or RESULTS_DIR)
     meta = done.metadata.get("cflib")
     if meta and "inputs" in meta:        # the prose is an input: record its new digest
-        meta["inputs"]["source"] = source_digests(ch)
+        meta["inputs"]["prose"] = source_digests(ch)["prose"]
     return atomic_write(out, lambda tmp: nbformat.write(done, str(tmp)))
 
 

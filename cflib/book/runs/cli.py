@@ -6,7 +6,7 @@ import json
 
 from cflib.book.chapters import CHAPTERS, check, get_chapter, run_params
 from cflib.book.runs.assemble import refresh_prose
-from cflib.book.runs.digests import stale_reasons
+from cflib.book.runs.digests import staleness
 from cflib.book.runs.execute import build
 from cflib.book.runs.paths import is_book_run, output_dirs, rel
 
@@ -37,6 +37,9 @@ def main(argv=None):
                     help="execute only chapters whose inputs changed (make book)")
     ap.add_argument("--refresh-prose", action="store_true",
                     help="only copy edited markdown into the executed chapter (no execution)")
+    ap.add_argument("--render", action="store_true",
+                    help="re-render the chapter from its last full run's saved results "
+                         "(its presentation cells only: seconds, nothing computed)")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="a parameter of the chapter's parameters cell")
     args = ap.parse_args(argv)
@@ -52,17 +55,19 @@ def main(argv=None):
         # nothing is refused (run_params fills in the rest of the book's run)
         given = asked if args.chapter != "all" else run_params(name, asked)
         params = check(name, {"profile": args.profile, **given, **extra})
+        mode = "render" if args.render else "compute"
         if args.stale_only and is_book_run(name, params):
-            reasons = stale_reasons(name, params)
-            if not reasons:
-                if stale_reasons(name, params, prose=True):
+            st = staleness(name, params)
+            print(f"[{name}] {st.describe()}")
+            if st.kind == "outputs":
+                raise SystemExit(f"[{name}] refused: " + "; ".join(st.outputs))
+            if st.kind in ("fresh", "prose"):
+                if st.kind == "prose":
                     refresh_prose(name)
-                print(f"[{name}] up to date (inputs unchanged): not executed")
                 continue
-            print(f"[{name}] stale: " + "; ".join(reasons[:5])
-                  + (f" (+{len(reasons) - 5} more)" if len(reasons) > 5 else ""))
+            mode = "render" if st.kind == "presentation" else "compute"
         build(name, args.profile, asked.get("device", "cpu"), asked.get("train_seed", 0),
-              asked.get("data_seed", 0), extra)
+              asked.get("data_seed", 0), extra, mode=mode)
         if not is_book_run(name, params):
             _how_to_view(name, params)
 

@@ -1,11 +1,20 @@
-"""One chapter through papermill, installed only when it succeeds.
+"""One chapter run: prepare, execute, record, install.
 
 A chapter's jupytext source is converted to a notebook and executed by papermill in a
-temporary folder.  Only a run that succeeds replaces anything: its executed notebook,
-stripped of stderr noise, with its code collapsed and a line saying which commit,
-profile and seeds produced it, and its results files are moved into place atomically.
-A failed run leaves the previous notebook, results and README byte-identical (the
-failed notebook is kept under ``_build/failed/`` to read).
+scratch folder, in one of two modes:
+
+* ``compute``: every cell runs; the compute cells write the chapter's outputs (results
+  files, saved counterfactuals) and the presentation cells read them back;
+* ``render``: the compute cells do not run; the chapter's outputs of its last full run are
+  checked against its notebook and copied in, and the presentation cells alone run on
+  them (seconds: a changed figure never re-trains or re-explains anything, and any
+  explainer call or training in the kernel is an error, ``CFLIB_RENDER``).
+
+Only a run that succeeds replaces anything: its executed notebook, stripped of stderr
+noise, with its code collapsed, a line saying which commit, profile and seeds produced it,
+and the record of its inputs and outputs (:mod:`cflib.book.runs.digests`), then its
+outputs, are moved into place atomically.  A failed run leaves the previous notebook,
+results and README byte-identical (the failed notebook is kept under ``_build/failed/``).
 """
 from __future__ import annotations
 
@@ -18,18 +27,34 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT
-from cflib.book.chapters import check, get_chapter, run_params
-from cflib.book.runs.digests import input_digests
-from cflib.book.runs.notebook import PROBE, clean, fill_discussion, scrub_paths, to_notebook
-from cflib.book.runs.paths import FAILED_DIR, RESULTS_DIR, commit, output_dirs, rel
-from cflib.env import check_all
+from cflib.book.chapters import Chapter, check, get_chapter, run_params
+from cflib.book.runs.digests import (
+    FORMAT,
+    check_outputs,
+    input_digests,
+    notebook_record,
+    output_digests,
+    staleness,
+)
+from cflib.book.runs.notebook import (
+    PROBE,
+    clean,
+    fill_discussion,
+    restore_compute_cells,
+    scrub_paths,
+    to_notebook,
+)
+from cflib.book.runs.paths import FAILED_DIR, commit, output_dirs, rel
+from cflib.env import RENDER, check_all, environ
 from cflib.env import threads as env_threads
 from cflib.io import atomic_write
 
-log = logging.getLogger("cflib.build")
+log = logging.getLogger("cflib.runs")
+MODES = ("compute", "render")
 
 
 class Console(io.TextIOBase):
@@ -65,126 +90,245 @@ class Console(io.TextIOBase):
             self.buffer = ""
 
 
-def build(chapter: str, profile: str = "standard", device: str = "cpu", train_seed: int = 0,
-          data_seed: int = 0, extra: dict | None = None, out_dir: Path | None = None,
-          results_dir: Path | None = None) -> Path:
-    """Execute one chapter; returns the path of its executed notebook.
+@dataclass(frozen=True)
+class ChapterRun:
+    """One prepared run of a chapter: what it is, where it writes, what it read."""
 
-    Parameters are validated before any kernel starts.  ``out_dir`` / ``results_dir``
-    override where the notebook and the results go (tests); by default the book's run
-    replaces the committed files and any other run writes under ``_build/runs/``.
-    """
+    chapter: Chapter
+    params: dict
+    mode: str
+    threads: int
+    nb_dir: Path
+    res_dir: Path
+    work: Path
+    copied: frozenset = field(default_factory=frozenset)   # inputs copied into its results
+    previous: dict | None = None                           # the last full run's record
+
+    @property
+    def results(self) -> Path:
+        """The scratch results folder the kernel writes and reads."""
+        return self.work / "results"
+
+    @property
+    def final(self) -> Path:
+        return self.nb_dir / f"{self.chapter.name}.ipynb"
+
+    @property
+    def injected(self) -> dict:
+        return {**self.params, "results_dir": rel(self.results)}
+
+    def environment(self) -> dict:
+        # CPU training depends on the thread count: the kernel gets CFLIB_THREADS (default
+        # 1, the book's runs) so that a re-run reproduces the committed numbers
+        t = str(self.threads)
+        return {"CFLIB_LOG": "INFO", "CFLIB_PROGRESS": "0", "OMP_NUM_THREADS": t,
+                "MKL_NUM_THREADS": t, RENDER: "1" if self.mode == "render" else None}
+
+
+def prepare(chapter: str, profile: str = "standard", device: str = "cpu", train_seed: int = 0,
+            data_seed: int = 0, extra: dict | None = None, out_dir: Path | None = None,
+            results_dir: Path | None = None, mode: str = "compute") -> ChapterRun:
+    """Validate everything before any kernel starts, make the folders, and copy in what the
+    chapter reads (a render: its own outputs too, checked against its notebook)."""
     import nbformat
-    import papermill as pm
 
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     ch = get_chapter(chapter)
     run = run_params(ch, {"profile": profile, "device": device, "train_seed": train_seed,
                           "data_seed": data_seed})
     params = check(ch, {**run, **(extra or {})})
     check_all()                  # every environment variable cflib reads, before any work
-    threads = str(env_threads())
-    # papermill cannot read 'x: list | None = ...' annotations and warns about every such
-    # parameter; cflib.chapters validated them above (and the notebook does again)
-    logging.getLogger("papermill").setLevel(logging.ERROR)
     nb_dir, res_dir = output_dirs(ch, params)
     nb_dir, res_dir = Path(out_dir or nb_dir), Path(results_dir or res_dir)
     for d in (nb_dir, res_dir):
         d.mkdir(parents=True, exist_ok=True)
         if not os.access(d, os.W_OK):
             raise PermissionError(f"cannot write into {d}; choose another folder")
+    previous = None
+    if mode == "render":
+        previous = notebook_record(ch, nb_dir)
+        if not previous or previous.get("format") != FORMAT:
+            raise ValueError(f"{ch.name} has no full run to re-render from in {rel(nb_dir)}; "
+                             f"execute it (make chapter NB={ch.name})")
+        bad = check_outputs(ch, res_dir, nb_dir)
+        if bad:
+            raise ValueError(f"cannot re-render {ch.name}: " + "; ".join(bad))
+        changed = staleness(ch, params, nb_dir, res_dir).compute
+        if changed:
+            raise ValueError(f"cannot re-render {ch.name}: its compute changed since its last "
+                             f"full run ({'; '.join(changed[:3])}); execute it (make chapter "
+                             f"NB={ch.name})")
     work = Path(tempfile.mkdtemp(prefix=f"{ch.name}-", dir=scratch()))
-    tmp_results = work / "results"
-    tmp_results.mkdir()
-    copied = set()                          # what the chapter reads, copied into its folder
+    results = work / "results"
+    results.mkdir()
+    copied = set()
+    names = []
     for pattern in ch.read_patterns(params["profile"]):
         # from the run's own results; what no chapter makes (the benchmark's
         # performance.csv) from the book's results when the run's folder lacks it
         src_dir = res_dir
         if pattern in ch.external and not any(res_dir.glob(pattern)):
+            from cflib.book.runs.paths import RESULTS_DIR
+
             src_dir = RESULTS_DIR
-        for f in src_dir.glob(pattern):
-            name = f.relative_to(src_dir)
-            (tmp_results / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, tmp_results / name)
-            copied.add(name)
-    nb = to_notebook(ch)
+        names += [(src_dir, f.relative_to(src_dir)) for f in src_dir.glob(pattern)]
+    if previous:
+        names += [(res_dir, Path(n)) for n in previous.get("outputs", {})]
+    for src_dir, name in names:
+        (results / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src_dir / name, results / name)
+        copied.add(str(name))
+    nb = to_notebook(ch, render=mode == "render")
     probe = nbformat.v4.new_code_cell(PROBE)
     probe.metadata["tags"] = ["cflib-probe"]
     nb.cells.append(probe)
-    src, executed = work / f"{ch.name}.ipynb", work / f"{ch.name}.out.ipynb"
-    nbformat.write(nb, src)
-    injected = {**params, "results_dir": rel(tmp_results)}
-    # CPU training depends on the thread count: the kernel gets CFLIB_THREADS (default 1,
-    # the book's runs) so that a re-run reproduces the committed numbers
-    env = {"CFLIB_LOG": "INFO", "CFLIB_PROGRESS": "0", "OMP_NUM_THREADS": threads,
-           "MKL_NUM_THREADS": threads}
-    env_before = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    t0 = time.perf_counter()
-    print(f"[{ch.name}] executing: {_describe(params)} (kernel output follows)", flush=True)
+    nbformat.write(nb, work / f"{ch.name}.ipynb")
+    return ChapterRun(ch, params, mode, env_threads(), nb_dir, res_dir, work,
+                      frozenset(copied), previous)
+
+
+def execute(run: ChapterRun) -> tuple[Path, float]:
+    """The prepared notebook through papermill; returns (the executed notebook, seconds).
+    A failure keeps the failed notebook under ``_build/failed/`` and raises."""
+    import papermill as pm
+
+    ch = run.chapter
+    # papermill cannot read 'x: list | None = ...' annotations and warns about every such
+    # parameter; cflib.book.chapters validated them above (and the notebook does again)
+    logging.getLogger("papermill").setLevel(logging.ERROR)
+    src, executed = run.work / f"{ch.name}.ipynb", run.work / f"{ch.name}.out.ipynb"
+    verb = "executing" if run.mode == "compute" else "re-rendering (no compute)"
+    print(f"[{ch.name}] {verb}: {describe(run.params)} (kernel output follows)", flush=True)
     console = Console(ch.name)
+    t0 = time.perf_counter()
     try:
-        # the kernel logs at error level only (no transport warning on the console)
-        pm.execute_notebook(str(src), str(executed), parameters=injected,
-                            kernel_name="python3", cwd=str(PROJECT_ROOT), progress_bar=False,
-                            log_output=False, stdout_file=console, stderr_file=console,
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+        with environ(**run.environment()):
+            # the kernel logs at error level only (no transport warning on the console)
+            pm.execute_notebook(str(src), str(executed), parameters=run.injected,
+                                kernel_name="python3", cwd=str(PROJECT_ROOT),
+                                progress_bar=False, log_output=False, stdout_file=console,
+                                stderr_file=console,
+                                extra_arguments=["--IPKernelApp.log_level=ERROR"])
     except Exception as err:
         FAILED_DIR.mkdir(parents=True, exist_ok=True)
         if executed.exists():
             shutil.copy2(executed, FAILED_DIR / f"{ch.name}.ipynb")
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(run.work, ignore_errors=True)
         raise RuntimeError(f"chapter {ch.name} failed after {time.perf_counter() - t0:.0f} s; "
                            f"nothing was replaced (the failed notebook: "
                            f"{rel(FAILED_DIR / (ch.name + '.ipynb'))})\n{err}") from None
     finally:
         console.flush()
-        for k, v in env_before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    seconds = time.perf_counter() - t0
-    out_nb = nbformat.read(executed, as_version=4)
+    return executed, time.perf_counter() - t0
+
+
+def _written(run: ChapterRun) -> list[str]:
+    """The files the kernel wrote into its results folder (not the ones copied in)."""
+    return sorted(str(f.relative_to(run.results)) for f in run.results.rglob("*")
+                  if f.is_file() and str(f.relative_to(run.results)) not in run.copied)
+
+
+def record(run: ChapterRun, executed: Path, seconds: float):
+    """The executed notebook made into the page: cleaned, its compute cells restored (a
+    render), its discussion filled, this machine's paths scrubbed, and the record of its
+    inputs and outputs in ``metadata["cflib"]``.  Returns (notebook, outputs)."""
+    import nbformat
+
+    ch, params = run.chapter, run.params
+    nb = nbformat.read(executed, as_version=4)
     when = datetime.date.today().isoformat()
-    provenance = (f"*This page was executed on {when} from commit `{commit()}` of the "
-                  f"project, {_describe(params)} ({threads} CPU thread(s)), in "
-                  f"{seconds / 60:.1f} minutes.*")
-    reported = clean(out_nb, ch, params, provenance)
+    prev = run.previous or {}
+    if run.mode == "render":
+        restore_compute_cells(nb, ch, nbformat.read(run.final, as_version=4))
+        computed = prev.get("computed", {})
+        provenance = (f"*This page's numbers were computed on {computed.get('date', '?')} from "
+                      f"commit `{computed.get('commit', '?')}` of the project, "
+                      f"{describe(params)} ({_threads(computed.get('threads', run.threads))}), "
+                      f"in {computed.get('seconds', 0) / 60:.1f} minutes; the page was "
+                      f"rendered from them on {when} (commit `{commit()}`).*")
+    else:
+        computed = {"date": when, "commit": commit(), "seconds": round(seconds),
+                    "threads": run.threads}
+        provenance = (f"*This page was executed on {when} from commit `{commit()}` of the "
+                      f"project, {describe(params)} ({_threads(run.threads)}), in "
+                      f"{seconds / 60:.1f} minutes.*")
+    reported = clean(nb, ch, params, provenance)
     try:
-        fill_discussion(out_nb, ch, tmp_results)
+        fill_discussion(nb, ch, run.results)
     except Exception as err:    # a template error never loses a run: fix it, then refresh
         print(f"[{ch.name}] the discussion could not be filled ({type(err).__name__}: {err}); "
               f"the run is kept with its marker: fix book/discussion/ and run `cflib refresh "
               f"{ch.name}`", flush=True)
-    scrub_paths(out_nb, injected["results_dir"], rel(res_dir))
-    inputs = input_digests(ch, {k: v for k, v in params.items()},
-                           [PROJECT_ROOT / m if not Path(m).is_absolute() else m
-                            for m in reported.get("modules", [])], reported.get("data", []),
-                           res_dir)
-    out_nb.metadata["cflib"] = {"chapter": ch.name, "commit": commit(), "date": when,
-                                "seconds": round(seconds), "threads": int(threads),
-                                "params": params, "inputs": inputs}
-    # success: move results, then the notebook, each atomically; a file whose content did
-    # not change is left as it is (a re-run with the same outputs changes nothing)
-    for f in sorted(tmp_results.glob("*.csv")):
-        dest = res_dir / f.name
-        if f.relative_to(tmp_results) not in copied and not _same_bytes(f, dest):
-            install(f, dest)
-    final = nb_dir / f"{ch.name}.ipynb"
-    if final.exists() and same_outputs(nbformat.read(final, as_version=4), out_nb):
-        print(f"[{ch.name}] done in {seconds:.0f} s: the same outputs as "
-              f"{rel(final)}, left as it was", flush=True)
+    scrub_paths(nb, run.injected["results_dir"], rel(run.res_dir))
+    if run.mode == "render":
+        outputs = dict(prev.get("outputs", {}))
     else:
-        tmp_nb = work / "final.ipynb"
-        nbformat.write(out_nb, tmp_nb)
-        install(tmp_nb, final)
-        print(f"[{ch.name}] done in {seconds:.0f} s -> {rel(final)}", flush=True)
-    shutil.rmtree(work, ignore_errors=True)
+        outputs = output_digests(run.results, _written(run))
+    inputs = input_digests(ch, params, [PROJECT_ROOT / m if not Path(m).is_absolute() else m
+                                        for m in reported.get("modules", [])],
+                           reported.get("data", []), reported.get("reads", []), run.results,
+                           outputs)
+    if run.mode == "render":
+        # the compute did not run: its inputs are the last full run's (unchanged, which
+        # is why this was a render)
+        inputs["compute"] = prev["inputs"]["compute"]
+    nb.metadata["cflib"] = {"format": FORMAT, "chapter": ch.name, "mode": run.mode,
+                            "commit": commit(), "date": when, "seconds": round(seconds),
+                            "threads": run.threads, "params": params, "computed": computed,
+                            "inputs": inputs, "outputs": outputs}
+    return nb, outputs
+
+
+def install(run: ChapterRun, nb, outputs: dict) -> Path:
+    """Move the outputs, then the notebook, into place, each atomically; a file whose
+    content did not change is left as it is (a re-run with the same outputs changes
+    nothing).  Returns the notebook's path."""
+    import nbformat
+
+    ch = run.chapter
+    if run.mode == "compute":
+        for name in outputs:
+            src, dest = run.results / name, run.res_dir / name
+            if not _same_bytes(src, dest):
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                install_file(src, dest)
+    final = run.final
+    old = nbformat.read(final, as_version=4) if final.exists() else None
+    if old is not None and same_outputs(old, nb) and same_record(old, nb):
+        print(f"[{ch.name}] done: the same outputs as {rel(final)}, left as it was",
+              flush=True)
+    else:
+        tmp_nb = run.work / "final.ipynb"
+        nbformat.write(nb, tmp_nb)
+        install_file(tmp_nb, final)
+        print(f"[{ch.name}] done -> {rel(final)}", flush=True)
     return final
 
 
-def _describe(params: dict) -> str:
+def build(chapter: str, profile: str = "standard", device: str = "cpu", train_seed: int = 0,
+          data_seed: int = 0, extra: dict | None = None, out_dir: Path | None = None,
+          results_dir: Path | None = None, mode: str = "compute") -> Path:
+    """Run one chapter (``mode``: ``compute`` executes it all, ``render`` re-renders it from
+    its last full run's outputs); returns the path of its executed notebook.
+
+    Parameters are validated before any kernel starts.  ``out_dir`` / ``results_dir``
+    override where the notebook and the results go (tests); by default the book's run
+    replaces the committed files and any other run writes under ``_build/runs/``.
+    """
+    run = prepare(chapter, profile, device, train_seed, data_seed, extra, out_dir,
+                  results_dir, mode)
+    try:
+        executed, seconds = execute(run)
+        nb, outputs = record(run, executed, seconds)
+        path = install(run, nb, outputs)
+        print(f"[{run.chapter.name}] {run.mode} run took {seconds:.0f} s", flush=True)
+        return path
+    finally:
+        shutil.rmtree(run.work, ignore_errors=True)
+
+
+def describe(params: dict) -> str:
     parts = [f"profile `{params['profile']}`"]
     if "train_seed" in params:
         parts.append(f"training seed {params['train_seed']}")
@@ -193,6 +337,10 @@ def _describe(params: dict) -> str:
     if "device" in params:
         parts.append(f"device `{params['device']}`")
     return ", ".join(parts)
+
+
+def _threads(n: int) -> str:
+    return f"{n} CPU thread" + ("" if int(n) == 1 else "s")
 
 
 def _same_bytes(a: Path, b: Path) -> bool:
@@ -214,13 +362,24 @@ def same_outputs(old, new) -> bool:
     return view(old) == view(new)
 
 
+def same_record(old, new) -> bool:
+    """Do two executed notebooks hold the same record of their run, but for when and from
+    which commit it ran and how long it took?"""
+    def view(nb):
+        meta = dict(nb.metadata.get("cflib", {}))
+        for k in ("date", "commit", "seconds", "computed"):
+            meta.pop(k, None)
+        return json.dumps(meta, sort_keys=True, default=str)
+    return view(old) == view(new)
+
+
 def scratch() -> Path:
     d = PROJECT_ROOT / "_build" / "tmp"
     d.mkdir(parents=True, exist_ok=True)
     return d
 
 
-def install(src: Path, dest: Path) -> Path:
+def install_file(src: Path, dest: Path) -> Path:
     """Put ``src`` at ``dest`` atomically (:func:`cflib.io.atomic_write`): a reader never
     sees half a file."""
     return atomic_write(dest, lambda tmp: shutil.copy2(src, tmp))

@@ -8,12 +8,14 @@ from cflib.book.report.discussion import discussion_text
 
 MARKER = "<!-- discussion -->"
 
-#: the last cell of every run: which cflib modules and data files the kernel used
+#: the last cell of every run: which cflib modules, data files and results files the
+#: kernel used
 PROBE = ('import json as _j, sys as _s\n'
          'from cflib.bench.data import files_read as _f\n'
+         'from cflib.bench.results import files_read as _r\n'
          'print("CFLIB_INPUTS" + _j.dumps({"modules": sorted(m.__file__ for n, m in '
          'list(_s.modules.items()) if n.split(".")[0] == "cflib" and getattr(m, "__file__", None)), '
-         '"data": _f()}))')
+         '"data": _f(), "reads": _r()}))')
 
 
 def personalise(nb, chapter: Chapter) -> None:
@@ -49,22 +51,59 @@ def fill_discussion(nb, chapter: Chapter, results_dir) -> None:
         cell.source = cell.source.replace(MARKER, text)
 
 
-def to_notebook(chapter: Chapter):
-    """The chapter's source as a notebook (title and discussion filled in)."""
+#: a chapter is compute, then presentation: code cells tagged ``compute`` run the
+#: computation and save what the page needs (results files, saved counterfactuals); cells
+#: tagged ``setup`` (parameters, imports) serve both; every other code cell is presentation
+#: and reads only what the compute saved, so that a re-render runs it alone
+COMPUTE, SETUP = "compute", "setup"
+#: what a compute cell runs during a re-render
+RENDER_PLACEHOLDER = "# computed by the chapter's last full run (a re-render reads its results)"
+
+
+def cell_kind(cell) -> str:
+    """``markdown``, ``parameters``, ``compute``, ``setup`` or ``presentation``."""
+    if cell.cell_type != "code":
+        return "markdown"
+    tags = set(cell.get("metadata", {}).get("tags", []))
+    for kind in ("parameters", COMPUTE, SETUP):
+        if kind in tags:
+            return kind
+    return "presentation"
+
+
+def to_notebook(chapter: Chapter, render: bool = False):
+    """The chapter's source as a notebook (title and discussion filled in).  With
+    ``render``, every compute cell runs :data:`RENDER_PLACEHOLDER` instead of its code
+    (the cells and their ids stay where they are)."""
     import jupytext
 
     nb = jupytext.read(chapter.path)
     personalise(nb, chapter)
     for i, cell in enumerate(nb.cells):       # stable ids: a re-run writes the same file
         cell["id"] = f"{chapter.name}-{i}"
+        if render and cell_kind(cell) == COMPUTE:
+            cell.source = RENDER_PLACEHOLDER
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     return nb
 
 
+def restore_compute_cells(executed, chapter: Chapter, previous) -> None:
+    """After a re-render: give every compute cell of ``executed`` its code back and the
+    outputs it had in ``previous`` (the notebook of the chapter's last full run, whose
+    compute cells ran that same code)."""
+    src = {c["id"]: c.source for c in to_notebook(chapter).cells if cell_kind(c) == COMPUTE}
+    before = {c.source: c.get("outputs", []) for c in previous.cells
+              if c.cell_type == "code" and c.source in src.values()}
+    for cell in executed.cells:
+        if cell.get("id") in src:
+            cell.source = src[cell["id"]]
+            cell["outputs"] = before.get(cell.source, [])
+
+
 def clean(nb, chapter: Chapter, params: dict, provenance: str) -> dict:
     """Strip what a reader should not see; return the inputs the probe cell reported."""
-    reported = {"modules": [], "data": []}
+    reported = {"modules": [], "data": [], "reads": []}
     keep = []
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
