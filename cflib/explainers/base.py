@@ -244,7 +244,8 @@ class Explainer:
 
     name: str = "Explainer"
     Config: type = ExplainerConfig
-    needs_fit: bool = False  # True for methods that must be fitted before explain()
+    #: True for methods that must be fitted before explain()
+    needs_fit: bool = False
     #: what fit() learned (None until fit() or load())
     fit_record: FitRecord | None = None
     #: other methods whose fit records this class reads (C3LT (inverted): C3LT's)
