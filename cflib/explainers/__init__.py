@@ -7,6 +7,12 @@ batch at once::
     from cflib.explainers import AdvAttack
     cf = AdvAttack(classifier, steps=100).explain(x, target=9)
 
+A batch of counterfactuals is saved with ``cf.save(path)`` and read back with
+:meth:`Counterfactuals.load`; a fitted explainer with ``explainer.save(path)`` and
+:meth:`Explainer.load` (``Explainer.load(path, classifier, generator=G, ...)``), which
+checks the classifier and networks against the ones it was fitted with
+(:class:`~cflib.explainers.records.FitRecord`).
+
 :data:`EXPLAINERS` maps each method's name, spelled as the papers spell it, to its
 class.  (The benchmark harness builds them at a profile's sizes with the book's
 trained networks: :mod:`cflib.bench.catalog`.)
@@ -28,6 +34,7 @@ from cflib.explainers.latent import LatentRecourse, LatentRecourseConfig
 from cflib.explainers.latent_search import LatentSearch, LatentSearchConfig
 from cflib.explainers.original import OriginalData, OriginalDataConfig, QueryUnchanged
 from cflib.explainers.psce import PSCE, PSCEConfig
+from cflib.explainers.records import FitRecord
 from cflib.explainers.roar import ROAR, ROARConfig
 from cflib.explainers.schut import Schut, SchutConfig
 from cflib.explainers.wachter import BayesCF, Wachter, WachterConfig
@@ -53,6 +60,7 @@ def get_explainer(name: str) -> type[Explainer]:
 
 
 __all__ = ["EXPLAINERS", "get_explainer", "Counterfactuals", "Explainer", "ExplainerConfig",
+           "FitRecord",
            "OriginalData", "OriginalDataConfig", "QueryUnchanged", "AdvAttack",
            "AdvAttackConfig", "CEM", "CEMConfig", "CEMTargeted", "CEMPaperBudget", "CVE",
            "CVEConfig", "CVEReceptiveField", "ExpGAN", "ExpGANConfig", "C3LT", "C3LTConfig",

@@ -15,7 +15,6 @@ restored on exit).  Per-call results are returned, never stored on the explainer
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -29,6 +28,16 @@ from torch import nn
 import cflib
 from cflib.cache import cached, fingerprint
 from cflib.env import forbid_compute
+from cflib.explainers.records import (
+    FitRecord,
+    decode,
+    encode,
+    read_explainer,
+    stem,
+    write_explainer,
+)
+from cflib.explainers.records import read as read_pair
+from cflib.explainers.records import write as write_pair
 from cflib.scopes import channels_last, channels_last_agrees, frozen, seeded
 from cflib.tensors import (  # noqa: F401  (re-exported for the methods)
     X_MAX,
@@ -144,7 +153,7 @@ class Counterfactuals:
         version, or one that holds several batches)."""
         batches = load_counterfactuals(path)
         if set(batches) != {""}:
-            raise ValueError(f"{_stem(path)}.json holds {len(batches)} batches "
+            raise ValueError(f"{stem(path)}.json holds {len(batches)} batches "
                              f"({sorted(batches)[:3]}...): read it with load_counterfactuals")
         return batches[""]
 
@@ -175,83 +184,38 @@ class Counterfactuals:
 
 #: the version of the files :meth:`Counterfactuals.save` writes
 CF_SCHEMA = 1
+_CF_KIND = "cflib.Counterfactuals"
 _CF_TENSORS = ("x", "x_cf", "target", "pred", "pred_cf", "success")
-
-
-def _stem(path) -> Path:
-    p = Path(path)
-    return p.with_suffix("") if p.suffix in (".pt", ".json") else p
 
 
 def save_counterfactuals(path, batches: dict[str, "Counterfactuals"]) -> Path:
     """Write several named batches to ``<path>.pt`` (their tensors, and every tensor of
     their ``meta``) and ``<path>.json`` (everything else, and the schema version), each
-    file atomically.  ``meta`` may hold tensors, numbers, text, lists and dicts of them."""
-    from cflib.io import atomic_write
-
-    stem = _stem(path)
+    file atomically.  ``meta`` may hold tensors, numbers, text, None, lists, tuples and
+    dicts with text keys of them; any other entry is a TypeError naming it."""
     tensors: dict[str, torch.Tensor] = {}
     records = {}
-
-    def split(value, key):
-        if torch.is_tensor(value):
-            tensors[key] = value.detach().cpu().contiguous()
-            return {"__tensor__": key}
-        if isinstance(value, dict):
-            return {str(a): split(b, f"{key}.{a}") for a, b in value.items()}
-        if isinstance(value, tuple):
-            return {"__tuple__": [split(b, f"{key}.{i}") for i, b in enumerate(value)]}
-        if isinstance(value, list):
-            return [split(b, f"{key}.{i}") for i, b in enumerate(value)]
-        if value is None or isinstance(value, (bool, int, float, str)):
-            return value
-        raise TypeError(f"Counterfactuals.save: meta entry {key!r} is a "
-                        f"{type(value).__name__}; only tensors, numbers, text, lists and "
-                        "dicts are saved")
-
+    what = "Counterfactuals.save: meta entry"
     for name, cf in batches.items():
         if not isinstance(cf, Counterfactuals):
             raise TypeError(f"batch {name!r} is a {type(cf).__name__}, not Counterfactuals")
-        rec = {k: split(getattr(cf, k), f"{name}/{k}") for k in _CF_TENSORS}
+        rec = {k: encode(getattr(cf, k), f"{name}/{k}", tensors, what) for k in _CF_TENSORS}
         rec.update(seconds=float(cf.seconds), method=cf.method,
-                   meta=split(cf.meta, f"{name}/meta"))
+                   meta=encode(cf.meta, f"{name}/meta", tensors, what))
         records[name] = rec
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(stem.with_suffix(".pt"), lambda tmp: torch.save(tensors, tmp))
-    doc = {"schema": CF_SCHEMA, "kind": "cflib.Counterfactuals", "batches": records}
-    return atomic_write(stem.with_suffix(".json"),
-                        lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1)))
+    doc = {"schema": CF_SCHEMA, "kind": _CF_KIND, "batches": records}
+    return write_pair(path, doc, tensors)
 
 
 def load_counterfactuals(path) -> dict[str, "Counterfactuals"]:
-    """The batches :func:`save_counterfactuals` wrote to ``path``, by name."""
-    stem = _stem(path)
-    for f in (stem.with_suffix(".json"), stem.with_suffix(".pt")):
-        if not f.exists():
-            raise FileNotFoundError(f"no saved counterfactuals at {f}")
-    doc = json.loads(stem.with_suffix(".json").read_text())
-    if doc.get("kind") != "cflib.Counterfactuals" or doc.get("schema") != CF_SCHEMA:
-        raise ValueError(f"{stem}.json is schema version {doc.get('schema')!r} of "
-                         f"{doc.get('kind')!r}; this cflib reads cflib.Counterfactuals schema "
-                         f"{CF_SCHEMA} (write it again with this version)")
-    tensors = torch.load(stem.with_suffix(".pt"), map_location="cpu", weights_only=True)
-
-    def join(value):
-        if isinstance(value, dict):
-            if set(value) == {"__tensor__"}:
-                return tensors[value["__tensor__"]]
-            if set(value) == {"__tuple__"}:
-                return tuple(join(b) for b in value["__tuple__"])
-            return {a: join(b) for a, b in value.items()}
-        if isinstance(value, list):
-            return [join(b) for b in value]
-        return value
-
+    """The batches :func:`save_counterfactuals` wrote to ``path``, by name (a ValueError
+    names a file of another schema version)."""
+    doc, tensors = read_pair(path, _CF_KIND, CF_SCHEMA, "counterfactuals")
     out = {}
     for name, rec in doc["batches"].items():
-        out[name] = Counterfactuals(**{k: join(rec[k]) for k in _CF_TENSORS},
+        out[name] = Counterfactuals(**{k: decode(rec[k], tensors) for k in _CF_TENSORS},
                                     seconds=rec["seconds"], method=rec["method"],
-                                    meta=join(rec["meta"]))
+                                    meta=decode(rec["meta"], tensors))
     return out
 
 
@@ -272,11 +236,22 @@ class Explainer:
     frozen dataclass of arguments.  Build one with a classifier and a config
     (``Method(classifier, config)``, or the config's fields as keywords) plus the
     networks the method needs; methods with ``needs_fit`` learn in :meth:`fit` first.
+
+    What a learned method learned is one :class:`~cflib.explainers.records.FitRecord`
+    (:attr:`fit_record`); the explainer is :attr:`fitted` when it holds one (or when
+    it learns nothing).  :meth:`save` writes it, :meth:`load` reads it back for the
+    same classifier and networks.
     """
 
     name: str = "Explainer"
     Config: type = ExplainerConfig
-    needs_fit: bool = False  # True for methods that must be fitted before explain()
+    #: True for methods that must be fitted before explain()
+    needs_fit: bool = False
+    #: what fit() learned (None until fit() or load())
+    fit_record: FitRecord | None = None
+    #: other methods whose fit records this class reads (C3LT (inverted): C3LT's)
+    adopts: tuple[str, ...] = ()
+    _live: dict = {}        # the modules built from fit_record's tensors (see _restore)
 
     def __init__(self, classifier: nn.Module, config: ExplainerConfig | None = None,
                  **kwargs):
@@ -296,7 +271,6 @@ class Explainer:
             raise TypeError(f"{self.name} needs a {self.Config.__name__}, got "
                             f"{type(self.config).__name__}")
         self.classifier = classifier
-        self.fitted = not self.needs_fit
 
     # -- networks ---------------------------------------------------------------------------
     @property
@@ -327,10 +301,116 @@ class Explainer:
                 raise ValueError(f"the {name} is on {model_device(net)} but the classifier on "
                                  f"{self.device}; move it first ({name}.to({str(self.device)!r}))")
 
+    def network_fingerprints(self) -> dict[str, str]:
+        """:func:`~cflib.cache.fingerprint` of the classifier and of every network of
+        :meth:`frozen_networks`, by name: what a fit record is checked against."""
+        nets = {"classifier": self.classifier, **self.frozen_networks()}
+        return {k: fingerprint(m) for k, m in nets.items()}
+
+    # -- what the method learned ------------------------------------------------------------
+    @property
+    def fitted(self) -> bool:
+        """Whether :meth:`explain` may run: a fit record is held, or nothing is learned."""
+        return self.fit_record is not None or not self.needs_fit
+
     def fit(self, *args, **kwargs) -> "Explainer":
         """Train what the method learns (no-op for optimisation-based methods)."""
-        self.fitted = True
         return self
+
+    def _new_record(self, tensors: dict, values: dict | None = None,
+                    info: dict | None = None) -> FitRecord:
+        """A fit record of this explainer: ``tensors`` maps a name to a tensor or to a
+        module (saved as its state dict under ``name.``)."""
+        flat = {}
+        for name, t in tensors.items():
+            if isinstance(t, nn.Module):
+                flat.update({f"{name}.{k}": v for k, v in t.state_dict().items()})
+            else:
+                flat[name] = t
+        return FitRecord(method=self.name, config=asdict(self.config),
+                         fingerprints=self.network_fingerprints(), tensors=flat,
+                         values=dict(values or {}), info=dict(info or {}))
+
+    def _adopt(self, record: FitRecord, check: bool = True) -> "Explainer":
+        """Hold ``record`` as what this explainer learned (after checking that it is a
+        record of this method and, with ``check``, fitted against these very networks)."""
+        if record.method not in (self.name, *self.adopts):
+            raise ValueError(f"a fit record of {record.method!r} cannot make a {self.name!r}"
+                             + (f" (it reads records of {[self.name, *self.adopts]})"
+                                if self.adopts else ""))
+        if check:
+            self._check_fingerprints(record)
+        self._live = self._restore(record)
+        self.fit_record = record
+        return self
+
+    def _restore(self, record: FitRecord) -> dict[str, nn.Module]:
+        """The modules a method computes with, built from ``record``'s tensors (shared,
+        not copied); none by default."""
+        return {}
+
+    def _check_fingerprints(self, record: FitRecord) -> None:
+        given, want = self.network_fingerprints(), record.fingerprints
+        for name in [*want, *(k for k in given if k not in want)]:
+            a, b = want.get(name), given.get(name)
+            if a == b:
+                continue
+            if a is None:
+                raise ValueError(f"this {record.method} was fitted without a {name}; "
+                                 f"build it without {name}=")
+            if b is None:
+                raise ValueError(f"this {record.method} was fitted with a {name} (fingerprint "
+                                 f"{a}); pass that {name}=")
+            raise ValueError(f"the {name} given (fingerprint {b}) is not the one this "
+                             f"{record.method} was fitted against (fingerprint {a}); a fitted "
+                             f"explainer is used only with the networks it was fitted with")
+
+    # -- saved explainers (alibi's save_explainer / load_explainer are the anchor) ---------
+    def save(self, path) -> Path:
+        """Write this explainer to ``path`` (a stem: ``<path>.pt`` holds the learned tensors,
+        saved with ``torch.save`` and read back with ``weights_only=True``;
+        ``<path>.json`` the method, the config, the fit record's fingerprints, learned
+        values and training info, the cflib version and the schema version).  A method
+        that learns nothing saves its config only.  Returns the ``.json`` path."""
+        if not self.fitted:
+            raise RuntimeError(f"{self.name} is not fitted: call fit() before save()")
+        return write_explainer(path, self.name, asdict(self.config), self.fit_record)
+
+    @classmethod
+    def load(cls, path, classifier: nn.Module, **networks) -> "Explainer":
+        """The explainer :meth:`save` wrote to ``path``, rebuilt for ``classifier`` and the
+        frozen ``networks`` the method is built with (``generator=``, ``encoder=``,
+        ``discriminator=`` for C3LT, ``autoencoder=`` for CEM, ...).
+
+        ``Explainer.load`` finds the class by the saved method's name among the imported
+        explainer classes; ``Method.load`` reads only a file of ``Method``.  The
+        classifier and every network are checked against the fingerprints the fit
+        record holds: a different one is a ValueError naming it.  A file of another
+        schema version is a ValueError naming its version.  Explaining with the loaded
+        explainer gives the same counterfactuals, bit for bit, as with the saved one.
+        """
+        method, config, record = read_explainer(path)
+        target = _explainer_class(method) if cls is Explainer else cls
+        if target.name != method:
+            raise ValueError(f"{stem(path)}.json holds a saved {method!r}, not a "
+                             f"{cls.name!r}: read it with Explainer.load")
+        try:
+            cfg = target.Config(**config)
+        except TypeError as err:
+            raise ValueError(f"{stem(path)}.json: the saved config of {method} does not fit "
+                             f"this cflib's {target.Config.__name__} ({err})") from None
+        try:
+            ex = target(classifier, cfg, **networks)
+        except TypeError as err:
+            raise TypeError(f"{target.__name__}.load takes the classifier and the networks "
+                            f"{target.__name__} is built with, as keywords "
+                            f"(got {sorted(networks)}): {err}") from None
+        if record is None:
+            if ex.needs_fit:
+                raise ValueError(f"{stem(path)}.json holds no fit record, but {method} must be "
+                                 "fitted")
+            return ex
+        return ex._adopt(record.to(ex.device))
 
     def _cached_fit(self, net: nn.Module, cache: dict | None,
                     train: Callable[[nn.Module], dict | None]) -> dict:
@@ -347,13 +427,11 @@ class Explainer:
                 with seeded(int(getattr(self.config, "seed", 0) or 0)):
                     info = train(net) or {}
             else:
-                nets = {"classifier": self.classifier, **self.frozen_networks()}
                 cfg = {**cache, "method": self.name, "config": asdict(self.config),
-                       "networks": {k: fingerprint(m) for k, m in nets.items()}}
+                       "networks": self.network_fingerprints()}
                 kind = self.name.lower().replace(" ", "_").replace(".", "")
                 _, info = cached(kind, cfg, lambda: net, train, self.device)
         net.eval()
-        self.fitted = True
         return info
 
     # -- explaining -------------------------------------------------------------------------
@@ -450,6 +528,23 @@ class Explainer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"
+
+
+def _explainer_class(name: str) -> type[Explainer]:
+    """The imported explainer class whose ``name`` is ``name`` (for :meth:`Explainer.load`)."""
+    found, todo = [], list(Explainer.__subclasses__())
+    while todo:
+        c = todo.pop()
+        todo.extend(c.__subclasses__())
+        if c.__dict__.get("name") == name and c not in found:
+            found.append(c)
+    if len(found) != 1:
+        which = ("no imported explainer class is" if not found else
+                 f"{len(found)} imported explainer classes are "
+                 f"({', '.join(c.__qualname__ for c in found)})")
+        raise ValueError(f"{which} named {name!r}: import the method's module first, or "
+                         "load with its class (Method.load)")
+    return found[0]
 
 
 class AutoencoderExplainer(Explainer):

@@ -321,11 +321,35 @@ class C3LT(Explainer):
         self.generator = generator
         self.encoder = encoder
         self.discriminator = discriminator
-        self.maps: C3LTMappings | None = None
-        self.query_class: int | None = None
-        self.target_class: int | None = None
-        self.info: dict = {}
-        self.image_shape: tuple | None = None
+
+    # -- what fit() learned: reads of the fit record -----------------------------------
+    @property
+    def maps(self) -> C3LTMappings | None:
+        """The learned g and h (None before :meth:`fit`)."""
+        return self._live.get("maps")
+
+    @property
+    def query_class(self) -> int | None:
+        return self.fit_record.values["query_class"] if self.fit_record else None
+
+    @property
+    def target_class(self) -> int | None:
+        return self.fit_record.values["target_class"] if self.fit_record else None
+
+    @property
+    def image_shape(self) -> tuple | None:
+        return self.fit_record.values["image_shape"] if self.fit_record else None
+
+    @property
+    def info(self) -> dict:
+        """The training's info (``history``: the loss curves, ``steps``, ...)."""
+        return self.fit_record.info if self.fit_record else {}
+
+    def _restore(self, record) -> dict[str, nn.Module]:
+        with torch.device("meta"):        # no initialisation, no draw from the global RNG
+            maps = C3LTMappings(record.config["latent_dim"])
+        maps.load_state_dict(record.state("maps"), assign=True)
+        return {"maps": maps.eval().requires_grad_(False)}
 
     # -- helpers ---------------------------------------------------------------------
     def frozen_networks(self) -> dict[str, nn.Module]:
@@ -384,9 +408,6 @@ class C3LT(Explainer):
         for c in (q, t):
             if not 0 <= c < k:
                 raise ValueError(f"class {c} is not one of the classifier's {k} classes 0..{k - 1}")
-        self.query_class, self.target_class = q, t
-        self.image_shape = tuple(x_query.shape[1:])
-
         cfg = self.config
         with seeded(cfg.seed):  # the same initial g and h on every device
             net = C3LTMappings(cfg.latent_dim).to(self.device)
@@ -397,9 +418,9 @@ class C3LT(Explainer):
         def train(m: C3LTMappings) -> dict:
             return self._train(m, x_query, x_target, q, t)
 
-        self.info = self._cached_fit(net, cache, train)
-        self.maps = net.eval().requires_grad_(False)
-        return self
+        info = self._cached_fit(net, cache, train)
+        values = {"query_class": q, "target_class": t, "image_shape": tuple(x_query.shape[1:])}
+        return self._adopt(self._new_record({"maps": net}, values, info), check=False)
 
     def _train(self, maps: C3LTMappings, x_q: torch.Tensor, x_t: torch.Tensor,
                q: int, t: int) -> dict:
@@ -575,7 +596,6 @@ class C3LTReconstruction(C3LT):
 
     def fit(self, *args, **kwargs) -> "C3LTReconstruction":
         """Nothing to learn: G and E are pretrained."""
-        self.fitted = True
         return self
 
     def _generate(self, x, target, query, generator):
@@ -596,16 +616,16 @@ class C3LTInverted(C3LT):
     :class:`C3LT` (the same mappings, nothing retrained) with :meth:`from_fitted`."""
 
     name = "C3LT (inverted)"
+    adopts = ("C3LT",)
 
     @classmethod
     def from_fitted(cls, c3lt: C3LT, invert_steps: int = 100,
                     invert_lr: float = 0.01) -> "C3LTInverted":
-        if c3lt.maps is None:
+        """The fitted ``c3lt``'s record (its mappings, classes and training info) read by a
+        ``C3LT (inverted)`` with the same networks and config but ``invert_steps`` and
+        ``invert_lr``."""
+        if c3lt.fit_record is None:
             raise RuntimeError("from_fitted needs a fitted C3LT: call fit() first")
         cfg = replace(c3lt.config, invert_steps=int(invert_steps), invert_lr=float(invert_lr))
-        out = cls(c3lt.classifier, cfg, generator=c3lt.generator, encoder=c3lt.encoder,
-                  discriminator=c3lt.discriminator)
-        out.maps, out.info = c3lt.maps, c3lt.info
-        out.query_class, out.target_class = c3lt.query_class, c3lt.target_class
-        out.image_shape, out.fitted = c3lt.image_shape, True
-        return out
+        out = cls(c3lt.classifier, cfg, **c3lt.frozen_networks())
+        return out._adopt(c3lt.fit_record)

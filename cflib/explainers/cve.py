@@ -127,12 +127,22 @@ class CVE(Explainer):
         if len(keep) == 0:
             raise ValueError("the classifier predicts the label of none of the pool images; "
                              "pass correctly classified images of the target class to fit()")
-        self.pool_index = keep.cpu()              # row in the x_pool given to fit()
-        self.pool_x = x_pool[keep.cpu()].to(dev)
-        self.pool_y = y_pool[keep.cpu()].to(dev)
-        self.pool_f = feats[keep]
-        self.fitted = True
-        return self
+        return self._adopt(self._new_record({
+            "pool_index": keep.cpu(),              # row in the x_pool given to fit()
+            "pool_x": x_pool[keep.cpu()].to(dev),
+            "pool_y": y_pool[keep.cpu()].to(dev),
+            "pool_f": feats[keep],                 # the classifier's features of the pool
+        }), check=False)
+
+    def _pool(self, name: str) -> torch.Tensor | None:
+        return self.fit_record.tensors[name] if self.fit_record else None
+
+    pool_index = property(lambda self: self._pool("pool_index"),
+                          doc="Each distractor's row in the pool given to :meth:`fit`.")
+    pool_x = property(lambda self: self._pool("pool_x"), doc="The distractor images.")
+    pool_y = property(lambda self: self._pool("pool_y"), doc="Their labels.")
+    pool_f = property(lambda self: self._pool("pool_f"),
+                      doc="The classifier's feature maps of the distractors.")
 
     def _candidates(self, fq: torch.Tensor, target: torch.Tensor,
                     generator: torch.Generator | None) -> torch.Tensor:
@@ -355,7 +365,7 @@ class CVE(Explainer):
                 out[s:s + n] = self._paste_receptive(xb, self.pool_x[best], order[rows], assign[rows])
             n_edits[s:s + n] = edits[rows].cpu()
             success[s:s + n] = ok[rows].cpu()
-            chosen[s:s + n] = self.pool_index[best.cpu()]
+            chosen[s:s + n] = self.pool_index.cpu()[best.cpu()]
         return out, {"n_edits": n_edits, "mean_edits": n_edits.float().mean().item(),
                      "feature_success": success,
                      "feature_validity": success.float().mean().item(),

@@ -177,10 +177,30 @@ class ExpGAN(Explainer):
 
     def __init__(self, classifier: nn.Module, config: ExpGANConfig | None = None, **kwargs):
         super().__init__(classifier, config, **kwargs)
-        self.net: ExpGANNet | None = None
-        self.pair: tuple[int, int] | None = None
-        self.image_shape: tuple | None = None
-        self.info: dict = {}
+
+    # ---------------------------------------------------------------- reads of the fit record
+    @property
+    def net(self) -> ExpGANNet | None:
+        """The trained generators and discriminator (None before :meth:`fit`)."""
+        return self._live.get("net")
+
+    @property
+    def pair(self) -> tuple[int, int] | None:
+        return self.fit_record.values["pair"] if self.fit_record else None
+
+    @property
+    def image_shape(self) -> tuple | None:
+        return self.fit_record.values["image_shape"] if self.fit_record else None
+
+    @property
+    def info(self) -> dict:
+        return self.fit_record.info if self.fit_record else {}
+
+    def _restore(self, record) -> dict[str, nn.Module]:
+        with torch.device("meta"):        # no initialisation, no draw from the global RNG
+            net = ExpGANNet(record.config["width"], record.values["image_shape"])
+        net.load_state_dict(record.state("net"), assign=True)
+        return {"net": net.eval().requires_grad_(False)}
 
     # ---------------------------------------------------------------- training
     def fit(self, x_query: torch.Tensor, x_target: torch.Tensor, pair=None,
@@ -212,9 +232,6 @@ class ExpGAN(Explainer):
         if q == t or not (0 <= q < k and 0 <= t < k):
             raise ValueError(f"pair ({q}, {t}) must be two different classes in 0..{k - 1}"
                              + ("; pass pair=(query, target) to fit()" if q == t else ""))
-        self.pair = (q, t)
-        self.image_shape = shape
-
         x = torch.cat([x_query.detach().cpu(), x_target.detach().cpu()])
         # the classifier's decision between the two classes: 0 -> q, 1 -> t
         side = predict(self.classifier, x)[:, [q, t]].argmax(1).cpu()
@@ -226,14 +243,15 @@ class ExpGAN(Explainer):
         if cache is not None:
             key = {**cache, "classes": [q, t], "n_query": len(x_query),
                    "n_target": len(x_target)}
-        self.info = self._cached_fit(net, key, lambda n: self._train(n, x, side))
-        self.net = net.eval().requires_grad_(False)
-        return self
+        info = self._cached_fit(net, key, lambda n: self._train(n, x, side, (q, t)))
+        values = {"pair": (q, t), "image_shape": shape}
+        return self._adopt(self._new_record({"net": net}, values, info), check=False)
 
-    def _train(self, net: ExpGANNet, x: torch.Tensor, side: torch.Tensor) -> dict:
+    def _train(self, net: ExpGANNet, x: torch.Tensor, side: torch.Tensor,
+               pair: tuple[int, int]) -> dict:
         """Alternating discriminator / generator Adam steps (the paper's objective)."""
         cfg, dev = self.config, self.device
-        q, t = self.pair
+        q, t = pair
         classes = torch.tensor([q, t], device=dev)
         net.train()
         gens, disc = net.generators, net.discriminator

@@ -32,10 +32,16 @@ class OriginalData(Explainer):
         y_real = torch.as_tensor(y_real).long().flatten()
         if len(y_real) != len(x_real):
             raise ValueError(f"x_real has {len(x_real)} images but y_real {len(y_real)} labels")
-        self.pool_x = x_real
-        self.pool_y = y_real
-        self.fitted = True
-        return self
+        return self._adopt(self._new_record({"pool_x": x_real, "pool_y": y_real}),
+                           check=False)
+
+    @property
+    def pool_x(self) -> torch.Tensor | None:
+        return self.fit_record.tensors["pool_x"] if self.fit_record else None
+
+    @property
+    def pool_y(self) -> torch.Tensor | None:
+        return self.fit_record.tensors["pool_y"] if self.fit_record else None
 
     def _generate(self, x, target, query, generator):
         out = torch.empty_like(x)

@@ -8,7 +8,7 @@ Uncertainties*, AISTATS 2021, Sec. 3 (Algorithm 1), as in their official code
 - each iteration takes the gradient of the target's predictive probability (the mean
   over the posterior samples; the code uses -CE of the ensemble's mean logits, with the
   same per-image ranking and signs as log p) with respect to the image, and changes
-  the most salient pixel (largest |gradient|) by a fixed step in the gradient's sign;
+  the most salient pixel (largest ``|gradient|``) by a fixed step in the gradient's sign;
 - a pixel is changed at most ``n_changes`` times (5 on MNIST) and the step is
   1 / n_changes of the pixel range (0.2 on [0, 1] in the code, 0.4 on [-1, 1] here),
   so a pixel can travel the whole range;

@@ -1,6 +1,6 @@
 """AUPC of the target and query classes, and COUT (Khorram et al., C3LT Sec. 5).
 
-Pixels are ranked by |x_cf - x|; counterfactual pixels are pasted into the query
+Pixels are ranked by ``|x_cf - x|``; counterfactual pixels are pasted into the query
 in that order, ``784 / steps`` pixels at a time (50 steps in the paper), and the
 softmax scores of the target c' and query c are recorded along the path.
 AUPC is the trapezoid area under each curve on a [0, 1] x-axis; COUT = AUPC_c' - AUPC_c.
