@@ -40,7 +40,8 @@ def adv(clf):
 @pytest.mark.parametrize("make, match", [
     (lambda q: q.clone().index_put_((torch.tensor([0]),), torch.tensor(float("nan"))), "NaN"),
     (lambda q: torch.where(q > 0, torch.tensor(float("inf")), q), "NaN or infinite"),
-    (lambda q: (q + 1) / 2, r"looks like images in \[0, 1\]"),
+    (lambda q: q - 1.01, r"scaled to \[-1, 1\]; its values span \[-2\.01"),
+    (lambda q: q.to("meta"), "'meta' device: it has a shape but no values"),
     (lambda q: ((q + 1) * 127.5).to(torch.uint8), "float tensor"),
     (lambda q: q[0], r"shape \(N, C, H, W\)"),
     (lambda q: q[:0], "empty batch"),
@@ -463,3 +464,261 @@ def test_a_book_run_gives_each_chapter_only_the_parameters_it_declares():
     assert "train_seed" not in run_params("cross_dataset", run)
     with pytest.raises(ValueError, match="unknown parameter"):
         check("cross_dataset", run)
+
+
+# -- issue 27: honest refusals ------------------------------------------------------------------
+def _state(model: nn.Module):
+    """Everything an explainer must leave as it was: modes, flags and weights."""
+    return ([m.training for m in model.modules()], [p.requires_grad for p in model.parameters()],
+            {k: v.detach().clone() for k, v in model.state_dict().items()})
+
+
+def _same_state(a, b) -> bool:
+    return a[0] == b[0] and a[1] == b[1] and a[2].keys() == b[2].keys() and all(
+        torch.equal(a[2][k], b[2][k]) for k in a[2])
+
+
+def _bright(q):
+    """A valid [-1, 1] batch with no value below 0 (what [0, 1] data also looks like)."""
+    return q.clamp(min=0.0)
+
+
+def test_a_valid_batch_without_dark_pixels_is_explained_with_a_warning(tiny_classifier, q):
+    import warnings
+
+    from cflib.tensors import RangeWarning
+
+    xb = _bright(q)
+    assert xb.min() >= 0 and xb.max() <= 1
+    with pytest.warns(RangeWarning, match=r"x has no value below 0: it looks like \[0, 1\] data"
+                                          r".*expects \[-1, 1\].*x \* 2 - 1.*assume_range=True"):
+        cf = adv(tiny_classifier).explain(xb, 1)
+    assert torch.equal(cf.x, xb) and cf.x_cf.shape == xb.shape   # used as given, not rescaled
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                            # any warning fails
+        quiet = adv(tiny_classifier).explain(xb, 1, assume_range=True)
+    assert torch.equal(quiet.x_cf, cf.x_cf)
+
+
+def _toy_c3lt(clf):
+    from cflib.explainers import C3LT
+
+    class Enc(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(784, 100)
+
+        def forward(self, x):
+            return self.fc(x.flatten(1))[:, :, None, None]
+
+    class Dec(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(100, 784)
+
+        def forward(self, z):
+            return torch.tanh(self.fc(z.flatten(1))).view(-1, 1, 28, 28)
+
+    return C3LT(clf, generator=Dec(), encoder=Enc(), epochs=1, gamma=0.0)
+
+
+def _expgan_transform(clf, x, **kw):
+    from cflib.explainers import ExpGAN
+
+    ex = ExpGAN(clf, epochs=1)
+    ex.net, ex.pair, ex.image_shape = nn.Identity(), (0, 1), (1, 8, 8)   # another shape
+    return ex.transform(x, 1, **kw)
+
+
+def _latent_solve(clf, x, **kw):
+    from cflib.explainers import LatentRecourse
+    from cflib.models import LatentAutoencoder
+
+    return LatentRecourse(clf, autoencoder=LatentAutoencoder(), latent="raw").solve(x, 99, **kw)
+
+
+# every caller of check_images, each stopped by a ValueError the check does not raise
+CALLERS = {
+    "explain": (lambda clf, x, **kw: adv(clf).explain(x, 10, **kw), r"0\.\.9"),
+    "OriginalData.fit": (lambda clf, x, **kw: __import__("cflib.explainers", fromlist=["x"])
+                         .OriginalData(clf).fit(x, [0], **kw), "labels"),
+    "CVE.fit": (lambda clf, x, **kw: CVE(clf).fit(x, [0], **kw), "labels"),
+    "ExpGAN.fit": (lambda clf, x, **kw: __import__("cflib.explainers", fromlist=["x"])
+                   .ExpGAN(clf, epochs=1).fit(x, x, pair=(1, 1), **kw), "different classes"),
+    "ExpGAN.transform": (_expgan_transform, r"trained on \(1, 8, 8\) images"),
+    "C3LT.fit": (lambda clf, x, **kw: _toy_c3lt(clf).fit(x, x[:, :, :14], **kw), "differ in shape"),
+    "LatentRecourse.solve": (_latent_solve, r"0\.\.9"),
+}
+
+
+@pytest.mark.parametrize("caller", sorted(CALLERS))
+def test_every_caller_of_the_range_check_warns_and_takes_assume_range(caller, tiny_classifier, q):
+    import warnings
+
+    from cflib.tensors import RangeWarning
+
+    call, stop = CALLERS[caller]
+    with pytest.warns(RangeWarning, match="looks like"), pytest.raises(ValueError, match=stop):
+        call(tiny_classifier, _bright(q))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=stop):
+            call(tiny_classifier, _bright(q), assume_range=True)
+
+
+def test_the_range_check_refuses_only_what_is_certain():
+    import warnings
+
+    from cflib.tensors import check_images
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_images(torch.full((2, 1, 4, 4), -1.0))              # all black
+        check_images(torch.linspace(-1, 1, 32).view(2, 1, 4, 4))  # the full range
+        check_images(torch.full((2, 1, 4, 4), 1.00009))           # rounding past 1
+        check_images(torch.zeros(2, 1, 4, 4))                     # constant: no hint
+    with pytest.raises(ValueError, match=r"span \[0, 255\] \(x / 127\.5 - 1 for images in "
+                                         r"0\.\.255\)"):
+        check_images(torch.tensor([0.0, 255.0]).repeat(8).view(1, 1, 4, 4))
+    with pytest.raises(ValueError, match=r"span \[-1, 1\.01\] \(x \* 2 - 1"):
+        check_images(torch.tensor([-1.0, 1.01]).repeat(8).view(1, 1, 4, 4))
+
+
+class _NaNWhereMarked(nn.Module):
+    """The classifier, with ``value`` as every score of the images whose first pixel is 0.5
+    (``cls`` set: that class's score only)."""
+
+    def __init__(self, clf, value=float("nan"), cls=None):
+        super().__init__()
+        self.clf, self.value, self.cls = clf, value, cls
+
+    def forward(self, x):
+        out = self.clf(x)
+        mark = (x[:, 0, 0, 0] == 0.5)[:, None]
+        cols = torch.ones_like(out, dtype=torch.bool) if self.cls is None else (
+            torch.arange(out.shape[1]) == self.cls)[None]
+        return torch.where(mark & cols, torch.tensor(self.value, dtype=out.dtype), out)
+
+
+@pytest.mark.parametrize("value, cls, n, where", [
+    (float("nan"), None, 4, "on the first 4 images"),       # the first forward
+    (float("inf"), 3, 4, "on the first 4 images"),
+    (float("-inf"), 5, 4, "on the first 4 images"),         # softmax would hide it
+    (float("nan"), None, 20, "on the query images"),        # past the first 16: explain's
+])
+def test_non_finite_scores_are_refused_before_the_search(value, cls, n, where, tiny_classifier,
+                                                         bars, monkeypatch):
+    x, y = bars
+    xb = x[y == 0][:n].clone()
+    xb[-1, 0, 0, 0] = 0.5
+    model = _NaNWhereMarked(tiny_classifier, value, cls)
+    monkeypatch.setattr(AdvAttack, "_generate", lambda *a, **k: pytest.fail("searched"))
+    state, rng = _state(tiny_classifier), torch.get_rng_state()
+    with pytest.raises(ValueError, match=rf"the classifier's output holds 1[0 ]*.*NaN or "
+                                         rf"infinite score\(s\) {where}.*finite logits"):
+        adv(model).explain(xb, 1)
+    assert _same_state(state, _state(tiny_classifier))
+    assert torch.equal(rng, torch.get_rng_state())
+
+
+def test_finite_scores_pass_the_check(tiny_classifier, bars):
+    x, y = bars
+    cf = adv(_NaNWhereMarked(tiny_classifier)).explain(x[y == 0][:20], 1)   # nothing marked
+    assert torch.isfinite(cf.x_cf).all() and len(cf) == 20
+
+
+def test_a_meta_model_is_refused_when_built(tiny_classifier):
+    import copy
+
+    meta = copy.deepcopy(tiny_classifier).to("meta")
+    for build in (lambda m: AdvAttack(m), lambda m: CEM(m), lambda m: PSCE(m)):
+        with pytest.raises(ValueError, match=r"the classifier is on the 'meta' device.*"
+                                             r"to_empty\(device='cpu'\)"):
+            build(meta)
+
+
+def test_a_meta_batch_is_refused_before_any_work(tiny_classifier, q, monkeypatch):
+    monkeypatch.setattr(AdvAttack, "_generate", lambda *a, **k: pytest.fail("computed"))
+    state, rng = _state(tiny_classifier), torch.get_rng_state()
+    with pytest.raises(ValueError, match="x is on the 'meta' device"):
+        adv(tiny_classifier).explain(q.to("meta"), 1)
+    with pytest.raises(ValueError, match="x_pool is on the 'meta' device"):
+        CVE(tiny_classifier).fit(q.to("meta"), [0, 0, 0, 0])
+    assert _same_state(state, _state(tiny_classifier)) and torch.equal(rng, torch.get_rng_state())
+
+
+def test_a_network_on_another_device_than_the_classifier_is_refused(tiny_classifier):
+    """``_check_same_device``, on a CPU-only machine: the other device is ``meta``."""
+    from cflib.explainers import C3LT, LatentRecourse
+    from cflib.models import ConvAutoencoder, LatentAutoencoder
+
+    ae = ConvAutoencoder().to("meta")
+    with pytest.raises(ValueError, match=r"the autoencoder is on meta but the classifier on cpu;"
+                                         r" move it first \(autoencoder\.to\('cpu'\)\)"):
+        CEM(tiny_classifier, autoencoder=ae)
+    with pytest.raises(ValueError, match=r"the autoencoder\[4\] is on meta"):
+        PSCE(tiny_classifier, autoencoder={3: ConvAutoencoder(), 4: ae})
+    with pytest.raises(ValueError, match="the encoder is on meta but the classifier on cpu"):
+        C3LT(tiny_classifier, generator=nn.Linear(2, 2), encoder=nn.Linear(2, 2).to("meta"))
+    with pytest.raises(ValueError, match="the autoencoder is on meta"):
+        LatentRecourse(tiny_classifier, autoencoder=LatentAutoencoder().to("meta"), latent="raw")
+    assert next(ae.parameters()).device.type == "meta"          # never moved
+    assert next(tiny_classifier.parameters()).device.type == "cpu"
+
+
+@pytest.mark.parametrize("seed", [2 ** 63, 2 ** 70, -1])
+def test_a_seed_outside_the_64_bit_range_is_refused_before_any_work(seed, tiny_classifier, q,
+                                                                    monkeypatch):
+    monkeypatch.setattr(AdvAttack, "_generate", lambda *a, **k: pytest.fail("computed"))
+    rng = torch.get_rng_state()
+    with pytest.raises(ValueError, match=rf"seed must be in 0\.\.2\*\*63-1.*got {seed}"):
+        adv(tiny_classifier).explain(q, 1, seed=seed)
+    assert torch.equal(rng, torch.get_rng_state())
+
+
+def test_the_largest_seed_is_taken(tiny_classifier, q):
+    a = AdvAttack(tiny_classifier, steps=1).explain(q, 1, seed=2 ** 63 - 1)
+    b = AdvAttack(tiny_classifier, steps=1).explain(q, 1, seed=2 ** 63 - 1)
+    assert torch.equal(a.x_cf, b.x_cf) and a.meta["seed"] == 2 ** 63 - 1
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda: C3LTConfig(seed=2 ** 63), r"C3LTConfig\.seed must be in 0\.\.2\*\*63-1"),
+    (lambda: ExpGANConfig(seed=-1), r"ExpGANConfig\.seed must be in 0\.\.2\*\*63-1.*got -1"),
+])
+def test_config_seeds_outside_the_range_are_refused(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_a_cache_entry_with_a_seed_outside_the_range_trains_nothing(tmp_cache):
+    from cflib.cache import cached
+
+    calls = []
+    with pytest.raises(ValueError, match=r"seed must be in 0\.\.2\*\*63-1.*got 1180591620717"):
+        cached("toy", {"seed": 2 ** 70}, _net, _train_once(calls))
+    assert calls == [] and not tmp_cache.exists()
+
+
+# -- devices ------------------------------------------------------------------------------------
+def test_check_device_names_the_fix():
+    from cflib.tensors import check_device
+
+    assert check_device("cpu") == torch.device("cpu")
+    assert check_device(torch.device("cpu")).type == "cpu"
+    with pytest.raises(ValueError, match=r"cannot read device 'gpu0'.*use device='cpu' or "
+                                         r"'cuda'"):
+        check_device("gpu0")
+    with pytest.raises(ValueError, match=r"device='meta' holds no data.*use device='cpu'"):
+        check_device("meta")
+    with pytest.raises(ValueError, match=r"'mps' is not supported; use device='cpu' or 'cuda'"):
+        check_device("mps")
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        with pytest.raises(ValueError, match=rf"this machine has {n} CUDA device"):
+            check_device(f"cuda:{n}")
+    else:
+        for dev in ("cuda", "cuda:0", "cuda:3", torch.device("cuda")):
+            with pytest.raises(ValueError, match=r"CUDA is not available here; use "
+                                                 r"device='cpu'"):
+                check_device(dev)

@@ -28,7 +28,7 @@ from torch import nn
 
 import cflib
 from cflib.cache import cached, fingerprint
-from cflib.scopes import channels_last, channels_last_agrees, frozen, seeded
+from cflib.scopes import channels_last, channels_last_agrees, check_seed, frozen, seeded
 from cflib.tensors import (  # noqa: F401  (re-exported for the methods)
     X_MAX,
     X_MIN,
@@ -36,6 +36,7 @@ from cflib.tensors import (  # noqa: F401  (re-exported for the methods)
     as_target,
     check_classifier,
     check_images,
+    check_model,
     model_device,
     model_dtype,
     n_classes_of,
@@ -81,7 +82,7 @@ class ExplainerConfig:
 
     Every field is checked when the config is built, before any work: its type (from
     the annotation: an int field takes no float or bool, a float field only finite
-    numbers) and then the subclass's ranges.
+    numbers), a ``seed`` field's range (0..2**63-1) and then the subclass's ranges.
     """
 
     batch_size: int = 256  # images pushed through the model at once
@@ -89,6 +90,8 @@ class ExplainerConfig:
     def __post_init__(self):
         for f in fields(self):
             _check_field(type(self).__name__, f.name, f.type, getattr(self, f.name))
+            if f.name == "seed":
+                check_seed(self.seed, f"{type(self).__name__}.seed")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
 
@@ -294,6 +297,7 @@ class Explainer:
         if not isinstance(self.config, self.Config):
             raise TypeError(f"{self.name} needs a {self.Config.__name__}, got "
                             f"{type(self.config).__name__}")
+        check_model(classifier)
         self.classifier = classifier
         self.fitted = not self.needs_fit
 
@@ -373,17 +377,24 @@ class Explainer:
             out[i:i + bs] = self._search(x[i:i + bs], target[i:i + bs])
         return out
 
-    def explain(self, x: torch.Tensor, target, seed: int | None = 0) -> Counterfactuals:
+    def explain(self, x: torch.Tensor, target, seed: int | None = 0, *,
+                assume_range: bool = False) -> Counterfactuals:
         """Counterfactuals for a batch ``x`` (N, C, H, W) in [-1, 1] towards ``target``.
 
-        ``target`` is a class index or one per image.  ``seed`` seeds the method's
-        randomness (``None``: the global RNG as it stands); the global RNG state, the
-        classifier's mode and its parameters' ``requires_grad`` flags are the same
-        after the call as before.  Every input is checked before any work.
+        ``target`` is a class index or one per image.  ``seed`` (an int in 0..2**63-1)
+        seeds the method's randomness (``None``: the global RNG as it stands); the global
+        RNG state, the classifier's mode and its parameters' ``requires_grad`` flags are
+        the same after the call as before.  Every input is checked before any work: a
+        batch with no value below 0 gets a warning that it looks like [0, 1] data
+        (:func:`~cflib.tensors.check_images`), which ``assume_range=True`` silences; NaN or
+        infinite scores of the classifier are a ValueError.
         """
-        check_images(x)
+        check_images(x, assume_range=assume_range)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
+        if seed is not None:
+            check_seed(seed)
+        check_model(self.classifier)
         if not self.fitted:
             raise RuntimeError(f"{self.name} must be fitted first: call fit() before explain()")
         dev = self.device
@@ -403,7 +414,7 @@ class Explainer:
         with frozen(*self._caller_networks()):
             # float64 (or half) images are converted to the classifier's dtype
             x = x.to(dev, dtype=model_dtype(self.classifier))
-            probs = predict(self.classifier, x)
+            probs = predict(self.classifier, x, finite=True)
             pred = probs.argmax(1)
             already = pred == target
             if already.all():

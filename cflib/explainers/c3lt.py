@@ -336,7 +336,8 @@ class C3LT(Explainer):
 
     # -- training ----------------------------------------------------------------------
     def fit(self, x_query: torch.Tensor, x_target: torch.Tensor, cache: dict | None = None,
-            *, query_class: int | None = None, target_class: int | None = None) -> "C3LT":
+            *, query_class: int | None = None, target_class: int | None = None,
+            assume_range: bool = False) -> "C3LT":
         """Learn g and h on training images of the two classes (``train_c3lt``).
 
         ``x_query`` are images of the query class c, ``x_target`` of the CF class c'
@@ -344,10 +345,11 @@ class C3LT(Explainer):
         decision on each set.  An epoch pairs the two shuffled sets batch by batch
         and stops at the shorter one, as the official zip of two data loaders.
         ``cache`` (dataset, pair, profile, seed) makes a second call load the
-        weights instead of training.
+        weights instead of training.  ``assume_range``: as in
+        :meth:`~cflib.explainers.Explainer.explain`.
         """
-        check_images(x_query, "x_query")
-        check_images(x_target, "x_target")
+        check_images(x_query, "x_query", assume_range=assume_range)
+        check_images(x_target, "x_target", assume_range=assume_range)
         if x_query.shape[1:] != x_target.shape[1:]:
             raise ValueError(f"x_query {tuple(x_query.shape[1:])} and x_target "
                              f"{tuple(x_target.shape[1:])} images differ in shape")

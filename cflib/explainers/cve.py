@@ -107,10 +107,11 @@ class CVE(Explainer):
     # -- the distractor pool ---------------------------------------------------------------
 
     @torch.no_grad()
-    def fit(self, x_pool: torch.Tensor, y_pool) -> "CVE":
+    def fit(self, x_pool: torch.Tensor, y_pool, *, assume_range: bool = False) -> "CVE":
         """Keep the pool of candidate distractors: images whose label the classifier
-        also predicts (a distractor is an image the system predicts as ``c'``)."""
-        check_images(x_pool, "x_pool")
+        also predicts (a distractor is an image the system predicts as ``c'``).
+        ``assume_range``: as in :meth:`~cflib.explainers.Explainer.explain`."""
+        check_images(x_pool, "x_pool", assume_range=assume_range)
         y_pool = torch.as_tensor(y_pool).long().flatten()
         if len(y_pool) != len(x_pool):
             raise ValueError(f"x_pool has {len(x_pool)} images but y_pool {len(y_pool)} labels")

@@ -184,7 +184,7 @@ class ExpGAN(Explainer):
 
     # ---------------------------------------------------------------- training
     def fit(self, x_query: torch.Tensor, x_target: torch.Tensor, pair=None,
-            cache: dict | None = None) -> "ExpGAN":
+            cache: dict | None = None, *, assume_range: bool = False) -> "ExpGAN":
         """Train (or load from the weight cache) the generators and discriminator.
 
         ``x_query`` / ``x_target``: training images of the query and target class.
@@ -193,10 +193,11 @@ class ExpGAN(Explainer):
         then grouped by the classifier's decision between ``q`` and ``t``
         (ExplainGAN explains the classifier's decisions, not the labels).
         ``cache``: dataset, pair, profile, seed, ... of the weight cache (None:
-        train without caching).
+        train without caching).  ``assume_range``: as in
+        :meth:`~cflib.explainers.Explainer.explain`.
         """
-        check_images(x_query, "x_query")
-        check_images(x_target, "x_target")
+        check_images(x_query, "x_query", assume_range=assume_range)
+        check_images(x_target, "x_target", assume_range=assume_range)
         shape = tuple(x_query.shape[1:])
         if tuple(x_target.shape[1:]) != shape:
             raise ValueError(f"x_query {shape} and x_target {tuple(x_target.shape[1:])} "
@@ -299,12 +300,19 @@ class ExpGAN(Explainer):
                 "mask_mean": m.mean().item(), "valid": acc.item()}
 
     # ---------------------------------------------------------------- inference
-    @torch.no_grad()
-    def transform(self, x: torch.Tensor, target) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(composite, transformed image, mask) of ``x`` towards ``target`` (q or t)."""
+    def transform(self, x: torch.Tensor, target, *, assume_range: bool = False
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(composite, transformed image, mask) of ``x`` towards ``target`` (q or t);
+        ``assume_range``: as in :meth:`~cflib.explainers.Explainer.explain`."""
         if self.net is None:
             raise RuntimeError("ExpGAN must be fitted first: call fit() before explain()")
-        check_images(x)
+        check_images(x, assume_range=assume_range)
+        return self._transform(x, target)
+
+    @torch.no_grad()
+    def _transform(self, x: torch.Tensor, target):
+        if self.net is None:
+            raise RuntimeError("ExpGAN must be fitted first: call fit() before explain()")
         if tuple(x.shape[1:]) != self.image_shape:
             raise ValueError(f"this ExpGAN was trained on {self.image_shape} images, got "
                              f"{tuple(x.shape[1:])}")
@@ -333,6 +341,7 @@ class ExpGAN(Explainer):
         return comp, x_tr, mask
 
     def _generate(self, x, target, query, generator):
-        # deterministic: ExplainGAN's counterfactual is a forward pass, no sampling
-        return self.transform(x, target)[0]
+        # deterministic: ExplainGAN's counterfactual is a forward pass, no sampling; the
+        # batch was checked by explain()
+        return self._transform(x, target)[0]
 

@@ -225,16 +225,17 @@ class LatentRecourse(Explainer):
         return LatentSolution(*(torch.cat([getattr(p, k) for p in parts])
                                 for k in ("x_cf", "delta", "success", "cost", "target_loss")))
 
-    def solve(self, x: torch.Tensor, target, generator: torch.Generator | None = None
-              ) -> LatentSolution:
+    def solve(self, x: torch.Tensor, target, generator: torch.Generator | None = None, *,
+              assume_range: bool = False) -> LatentSolution:
         """The search on ``x`` towards ``target``, without seeding anything.
 
         The networks are frozen for the call (restored after).  Restart noise comes from
         ``generator``, or the global RNG when it is None; with one restart (the teacher)
         no randomness is drawn at all, so a QAT loop that calls this keeps its own
         random stream: a teacher inside a training loop must not reseed it.
+        ``assume_range``: as in :meth:`~cflib.explainers.Explainer.explain`.
         """
-        check_images(x)
+        check_images(x, assume_range=assume_range)
         with frozen(*self._caller_networks()), torch.no_grad():
             x = x.to(self.device)
             n_classes = self.classifier(x[:1]).shape[1]

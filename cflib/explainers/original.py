@@ -26,9 +26,11 @@ class OriginalData(Explainer):
     Config = OriginalDataConfig
     needs_fit = True
 
-    def fit(self, x_real: torch.Tensor, y_real: torch.Tensor) -> "OriginalData":
-        """Keep the pool of real images (e.g. the test split) to draw from."""
-        check_images(x_real, "x_real")
+    def fit(self, x_real: torch.Tensor, y_real: torch.Tensor, *,
+            assume_range: bool = False) -> "OriginalData":
+        """Keep the pool of real images (e.g. the test split) to draw from.
+        ``assume_range``: as in :meth:`~cflib.explainers.Explainer.explain`."""
+        check_images(x_real, "x_real", assume_range=assume_range)
         y_real = torch.as_tensor(y_real).long().flatten()
         if len(y_real) != len(x_real):
             raise ValueError(f"x_real has {len(x_real)} images but y_real {len(y_real)} labels")
