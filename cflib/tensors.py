@@ -23,6 +23,8 @@ from cflib.scopes import frozen
 X_MIN, X_MAX = -1.0, 1.0  # every image in the project lives in [-1, 1]
 #: how far outside [-1, 1] a pixel may be and still count as inside (float rounding)
 RANGE_TOL = 1e-4
+#: the floating dtypes the explainers run in at half precision
+HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
 class RangeWarning(UserWarning):
@@ -65,6 +67,17 @@ def check_model(model: nn.Module, name: str = "classifier") -> None:
         raise ValueError(f"the {name} is on the 'meta' device: its parameters have shapes but "
                          "no values (an empty-weights build); materialise it first, e.g. "
                          f"{name}.to_empty(device='cpu') then load_state_dict(...)")
+
+
+def working(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in the precision losses and optimiser states are computed in: float32 for a
+    half-precision tensor (float16 / bfloat16), ``t`` itself otherwise (float32 and
+    float64 are unchanged: this is a no-op on them, so it changes no float32 result).
+
+    Why: a softmax probability or a squared gradient below float16's smallest number
+    (6e-8) is 0, whose log is -inf; the methods that search with losses or Adam moments
+    run the classifier in its own dtype and compute those terms here."""
+    return t.float() if t.dtype in HALF_DTYPES else t
 
 
 def model_device(model: nn.Module) -> torch.device:

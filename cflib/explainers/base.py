@@ -30,6 +30,7 @@ import cflib
 from cflib.cache import cached, fingerprint
 from cflib.scopes import channels_last, channels_last_agrees, check_seed, frozen, seeded
 from cflib.tensors import (  # noqa: F401  (re-exported for the methods)
+    HALF_DTYPES,
     X_MAX,
     X_MIN,
     _show,
@@ -41,6 +42,7 @@ from cflib.tensors import (  # noqa: F401  (re-exported for the methods)
     model_dtype,
     n_classes_of,
     predict,
+    working,
 )
 
 log = logging.getLogger("cflib")
@@ -279,6 +281,9 @@ class Explainer:
     name: str = "Explainer"
     Config: type = ExplainerConfig
     needs_fit: bool = False  # True for methods that must be fitted before explain()
+    #: whether the method runs float16 / bfloat16 networks (inputs, working tensors and
+    #: results in the classifier's dtype); False: refused before any work
+    half_precision: bool = True
 
     def __init__(self, classifier: nn.Module, config: ExplainerConfig | None = None,
                  **kwargs):
@@ -329,6 +334,27 @@ class Explainer:
             if net is not None and model_device(net) != self.device:
                 raise ValueError(f"the {name} is on {model_device(net)} but the classifier on "
                                  f"{self.device}; move it first ({name}.to({str(self.device)!r}))")
+
+    def _check_precision(self) -> None:
+        """Refuse, before any work, a float16 / bfloat16 network given to a method that
+        does not run at half precision (``half_precision = False``), and half-precision
+        networks of mixed dtypes (a bfloat16 classifier with a float32 autoencoder), each
+        naming the dtypes and the fix."""
+        dts = {name: model_dtype(net)
+               for name, net in {"classifier": self.classifier,
+                                 **self.frozen_networks()}.items()}
+        half = {name: dt for name, dt in dts.items() if dt in HALF_DTYPES}
+        if not half:
+            return
+        name, dt = next(iter(half.items()))
+        if not self.half_precision:
+            raise ValueError(f"{self.name} does not run {dt} networks (the {name} is {dt}); "
+                             f"pass float32 ones ({name}.float())")
+        other = {n: d for n, d in dts.items() if d != dts["classifier"]}
+        if other:
+            n, d = next(iter(other.items()))
+            raise ValueError(f"the {n} is {d} but the classifier {dts['classifier']}; pass "
+                             f"networks of one dtype ({n}.to({dts['classifier']}))")
 
     def fit(self, *args, **kwargs) -> "Explainer":
         """Train what the method learns (no-op for optimisation-based methods)."""
@@ -387,7 +413,9 @@ class Explainer:
         the same after the call as before.  Every input is checked before any work: a
         batch with no value below 0 gets a warning that it looks like [0, 1] data
         (:func:`~cflib.tensors.check_images`), which ``assume_range=True`` silences; NaN or
-        infinite scores of the classifier are a ValueError.
+        infinite scores of the classifier are a ValueError.  The counterfactuals come in
+        the classifier's dtype (float16 / bfloat16 where the method runs them:
+        ``half_precision``).
         """
         check_images(x, assume_range=assume_range)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -395,6 +423,7 @@ class Explainer:
         if seed is not None:
             check_seed(seed)
         check_model(self.classifier)
+        self._check_precision()
         if not self.fitted:
             raise RuntimeError(f"{self.name} must be fitted first: call fit() before explain()")
         dev = self.device
@@ -444,7 +473,8 @@ class Explainer:
             finally:
                 hook.remove()
             x_cf, extra = out if isinstance(out, tuple) else (out, {})
-            x_cf = x_cf.detach().clamp(X_MIN, X_MAX)
+            # in the classifier's dtype (a no-op where the method computed in it)
+            x_cf = x_cf.detach().to(x.dtype).clamp(X_MIN, X_MAX)
             pred_cf = predict(self.classifier, x_cf).argmax(1)
         return Counterfactuals(
             x=x, x_cf=x_cf, target=target, pred=pred, pred_cf=pred_cf,

@@ -43,6 +43,12 @@ of them by the candidate chosen on a validation pair that no table uses
 (chosen on validation data; the book's protocol notes say how).
 
 Inference is one batched forward pass of the generator of the target class.
+
+Half precision: ExplainGAN's own generators and discriminator are trained and run in
+float32 whatever the classifier's dtype (Adam on float16 weights loses the small
+updates; the networks are ExplainGAN's, not the caller's); a float16 / bfloat16
+classifier runs in its own dtype on the composites cast to it, its loss is taken in
+float32, and the counterfactuals are returned in the classifier's dtype.
 """
 from __future__ import annotations
 
@@ -52,7 +58,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cflib.explainers.base import Explainer, ExplainerConfig, check_images, n_classes_of, predict
+from cflib.explainers.base import (
+    Explainer,
+    ExplainerConfig,
+    check_images,
+    model_dtype,
+    n_classes_of,
+    predict,
+    working,
+)
 from cflib.progress import progress
 from cflib.scopes import seeded
 
@@ -216,7 +230,8 @@ class ExpGAN(Explainer):
         self.pair = (q, t)
         self.image_shape = shape
 
-        x = torch.cat([x_query.detach().cpu(), x_target.detach().cpu()])
+        # ExplainGAN's networks train in float32 (module docstring)
+        x = torch.cat([x_query.detach().cpu(), x_target.detach().cpu()]).to(torch.float32)
         # the classifier's decision between the two classes: 0 -> q, 1 -> t
         side = predict(self.classifier, x)[:, [q, t]].argmax(1).cpu()
 
@@ -280,7 +295,8 @@ class ExpGAN(Explainer):
 
         # generators
         loss_gan = _bce(disc(fakes).gather(1, fake_cls[:, None]), True)
-        logits = self.classifier(comp)
+        # the classifier in its own dtype (a no-op cast for a float32 one)
+        logits = working(self.classifier(comp.to(model_dtype(self.classifier))))
         loss_cls = F.cross_entropy(logits, classes[other])
         loss_rec = F.mse_loss(x_rec, xb)
         loss_const = (((1 - m) * (x_tr - xb)) ** 2).mean()
@@ -302,8 +318,9 @@ class ExpGAN(Explainer):
     # ---------------------------------------------------------------- inference
     def transform(self, x: torch.Tensor, target, *, assume_range: bool = False
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(composite, transformed image, mask) of ``x`` towards ``target`` (q or t);
-        ``assume_range``: as in :meth:`~cflib.explainers.Explainer.explain`."""
+        """(composite, transformed image, mask) of ``x`` towards ``target`` (q or t), in
+        float32 (ExplainGAN's networks); ``assume_range``: as in
+        :meth:`~cflib.explainers.Explainer.explain`."""
         if self.net is None:
             raise RuntimeError("ExpGAN must be fitted first: call fit() before explain()")
         check_images(x, assume_range=assume_range)
@@ -317,7 +334,7 @@ class ExpGAN(Explainer):
             raise ValueError(f"this ExpGAN was trained on {self.image_shape} images, got "
                              f"{tuple(x.shape[1:])}")
         q, t = self.pair
-        x = x.to(self.device)
+        x = x.to(self.device, next(self.net.parameters()).dtype)
         target = torch.as_tensor(target, device=x.device).long()
         if target.dim() == 0:
             target = target.expand(len(x))
@@ -342,6 +359,6 @@ class ExpGAN(Explainer):
 
     def _generate(self, x, target, query, generator):
         # deterministic: ExplainGAN's counterfactual is a forward pass, no sampling; the
-        # batch was checked by explain()
-        return self._transform(x, target)[0]
+        # batch was checked by explain(), and comes back in the classifier's dtype
+        return self._transform(x, target)[0].to(x.dtype)
 

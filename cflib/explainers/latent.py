@@ -129,6 +129,10 @@ class LatentRecourse(Explainer):
     ``explain`` returns, in ``meta``: ``delta``
     (N, d), ``cost`` (N,), ``target_loss`` (N,) and ``latent``.  :meth:`solve` runs the
     same search without touching the global RNG (the QAT teacher).
+
+    Half precision: a float16 / bfloat16 classifier and autoencoder (of one dtype) run in
+    it, the latent action included: the search takes plain gradient steps, with no
+    optimiser state that float16 could lose.
     """
 
     name = "Latent PGD"
