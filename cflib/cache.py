@@ -8,9 +8,16 @@ cache folder between chapters, Dask workers and users:
 * **trained once**: a lock per entry (``<file>.lock``, an OS file lock that dies with
   its process) is held while a network trains; a second process that needs the same
   entry waits, then loads what the first one wrote;
-* **trusted only when verified**: a file is loaded only when its stored config equals
-  the one asked for, its tensors match the module's names and shapes and their sha256
-  equals the stored checksum; a file without a checksum (an old format) or with a
+* **keyed by what changes the weights**: the key is the sha256 of the config plus the
+  device type trained on (``cpu`` / ``cuda``) and, on the CPU, torch's intra-op thread
+  count at training time (:func:`keyed_config`): CPU kernels reduce in another order
+  with another thread count, so a network trained at 2 threads differs in its last bits
+  from one trained at 1, and a 1-thread run never loads the 2-thread entry;
+* **trusted only when verified**: a file is loaded only when it is of this
+  :data:`FORMAT`, its stored config equals the one asked for, its tensors match the
+  module's names and shapes and the stored checksum equals the sha256 of its weights
+  *and* its stored ``info`` (:func:`checksum`), so an edited ``test_accuracy`` fails
+  like an edited weight; a file of an older format, without a checksum or with a
   wrong one is retrained and replaced, never loaded or re-signed;
 * **never half-written**: files are written to a temporary name and renamed; a write
   that fails (a full disk, no permission) keeps the trained network in memory, logs
@@ -40,10 +47,13 @@ from torch import nn
 from cflib.env import folder
 from cflib.io import atomic_write
 from cflib.scopes import seeded
+from cflib.tensors import check_device
 
 log = logging.getLogger("cflib")
 CACHE_ENV = "CFLIB_CACHE"
-FORMAT = 1
+#: the format of a cache file; 2: the key holds the device type and the CPU thread count,
+#: the checksum covers the stored info (files of format 1 are retrained, never re-signed)
+FORMAT = 2
 EVENTS = "events.log"
 #: how long a process waits for another one training the same entry
 LOCK_TIMEOUT_S = 6 * 3600
@@ -70,8 +80,20 @@ def _normalise(config: dict) -> dict:
 
 
 def cache_key(config: dict) -> str:
+    """A short sha256 of a config (its canonical JSON)."""
     blob = json.dumps(_normalise(config), sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def keyed_config(config: dict, device="cpu") -> dict:
+    """``config`` plus what else changes the trained weights: the device type trained on
+    and, for the CPU, ``torch.get_num_threads()`` now (the thread count the training in
+    this call will use).  This is what :func:`cached` hashes and stores."""
+    dev = torch.device(device)
+    extra = {"device_type": dev.type}
+    if dev.type == "cpu":
+        extra["threads"] = torch.get_num_threads()
+    return {**config, **extra}
 
 
 def fingerprint(module: nn.Module) -> str:
@@ -95,8 +117,17 @@ def state_fingerprint(state: dict) -> str:
     return h.hexdigest()[:16]
 
 
-def cache_path(kind: str, config: dict) -> Path:
-    return cache_root() / f"{kind}-{cache_key(config)}.pt"
+def checksum(state: dict, info: dict) -> str:
+    """The checksum stored beside cached weights: a sha256 over the weights'
+    :func:`state_fingerprint` and the canonical JSON of the stored ``info``."""
+    blob = json.dumps({"weights": state_fingerprint(state), "info": _normalise(info)},
+                      sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def cache_path(kind: str, config: dict, device="cpu") -> Path:
+    """The file of ``config`` trained on ``device`` at the current thread count."""
+    return cache_root() / f"{kind}-{cache_key(keyed_config(config, device))}.pt"
 
 
 def atomic_save(obj, path: Path) -> None:
@@ -115,7 +146,12 @@ def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
         return None
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-        if payload.get("format") != FORMAT or payload.get("config") != _normalise(config):
+        if payload.get("format") != FORMAT:
+            log.warning("cache %s is of format %r (written by another cflib; this one writes "
+                        "%d); it is not trusted: retraining", path.name, payload.get("format"),
+                        FORMAT)
+            return None
+        if payload.get("config") != _normalise(config):
             log.warning("cache %s was written for another config; retraining", path.name)
             return None
         state = payload["state_dict"]
@@ -129,11 +165,13 @@ def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
             log.warning("cache %s has no checksum (written by an older cflib); it is not "
                         "trusted: retraining", path.name)
             return None
-        if stored != state_fingerprint(state):
-            log.warning("cache %s fails its checksum (a corrupt file); retraining", path.name)
+        info = payload.get("info")
+        if not isinstance(info, dict) or stored != checksum(state, info):
+            log.warning("cache %s fails its checksum (corrupt or edited weights or info); "
+                        "retraining", path.name)
             return None
         module.load_state_dict(state)
-        return payload.get("info", {})
+        return info
     except Exception as err:  # corrupt, truncated, unreadable...
         log.warning("cache %s is unreadable (%s: %s); retraining", path.name,
                     type(err).__name__, err)
@@ -188,10 +226,14 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
 
     ``train(module)`` trains in place and may return an info dict (e.g. test
     accuracy) that is stored beside the weights (with their checksum) and returned on
-    later loads.  While one process trains an entry, others asking for it wait for its
-    lock and then load it.  The cache folder's write access is checked before training;
-    a write that fails afterwards is logged and the trained module returned.
+    later loads.  The entry's key is :func:`keyed_config` of ``config`` and ``device``
+    (the device type, and the thread count on the CPU).  While one process trains an
+    entry, others asking for it wait for its lock and then load it.  ``device`` is
+    checked first (:func:`cflib.tensors.check_device`), the cache folder's write access
+    before training; a write that fails afterwards is logged and the trained module
+    returned.
     """
+    device = check_device(device)
     seed = int(config.get("seed", 0))
     with seeded(seed):
         module = build().to(device)
@@ -199,7 +241,8 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
         with seeded(seed):
             info = train(module) or {}
         return module.eval(), info
-    path = cache_path(kind, config)
+    config = keyed_config(config, device)
+    path = cache_root() / f"{kind}-{cache_key(config)}.pt"
     info = _try_load(path, config, module)
     if info is not None:
         log.info("loaded %s %s", kind, path.name)
@@ -227,7 +270,7 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
         state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
         try:
             atomic_save({"format": FORMAT, "config": _normalise(config), "state_dict": state,
-                         "sha256": state_fingerprint(state), "info": info}, path)
+                         "sha256": checksum(state, info), "info": info}, path)
             _record(path.parent, "trained", path.name, seconds)
         except Exception as err:  # a full disk, a lost permission...
             log.warning("could not write %s to the weight cache %s (%s: %s); the trained "

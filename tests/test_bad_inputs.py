@@ -304,8 +304,8 @@ def test_a_partly_matching_file_never_warm_starts_training(tmp_cache):
     path = cache_path("toy", cfg)
     path.parent.mkdir(parents=True, exist_ok=True)
     # the right config, but only the bias (with a huge value) and a stray key
-    from cflib.cache import FORMAT, _normalise
-    torch.save({"format": FORMAT, "config": _normalise(cfg),
+    from cflib.cache import FORMAT, _normalise, keyed_config
+    torch.save({"format": FORMAT, "config": _normalise(keyed_config(cfg)),
                 "state_dict": {"bias": torch.full((2,), 99.0), "extra": torch.ones(1)},
                 "info": {}}, path)
     m, info = cached("toy", cfg, _net, _train_once(calls))
@@ -722,3 +722,16 @@ def test_check_device_names_the_fix():
             with pytest.raises(ValueError, match=r"CUDA is not available here; use "
                                                  r"device='cpu'"):
                 check_device(dev)
+
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+
+
+@no_cuda
+def test_the_cache_checks_the_device_before_building(tmp_cache):
+    from cflib.cache import cached
+
+    built, calls = [], []
+    with pytest.raises(ValueError, match="CUDA is not available here"):
+        cached("toy", {"seed": 0}, lambda: built.append(1) or _net(), _train_once(calls), "cuda")
+    assert built == [] and calls == [] and not tmp_cache.exists()

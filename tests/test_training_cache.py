@@ -149,3 +149,85 @@ def test_two_processes_needing_one_network_train_it_once(tmp_path):
     assert outs[0] == outs[1]                      # the same weights, the same trainer
     trained = [e for e in events(tmp_path / "cache") if e["event"] == "trained"]
     assert len(trained) == 1 and trained[0]["entry"].startswith("toy-")
+
+
+# -- issue 27: the key holds what changes the weights; the checksum covers the info ---------------
+def test_an_edited_info_fails_the_checksum_and_is_retrained(tmp_cache):
+    tr = Trainer()
+    cached("toy", CFG, make, tr)
+    path = cache_path("toy", CFG)
+    payload = torch.load(path, weights_only=True)
+    payload["info"]["calls"] = 99                 # e.g. a hand-edited test_accuracy
+    torch.save(payload, path)
+    m, info = cached("toy", CFG, make, tr)
+    assert tr.calls == 2 and info == {"calls": 2}
+    stored = torch.load(path, weights_only=True)
+    assert stored["info"] == {"calls": 2}          # replaced by the retrained entry
+    cached("toy", CFG, make, tr)
+    assert tr.calls == 2                           # and that one loads
+
+
+def test_the_checksum_covers_weights_and_info():
+    from cflib.cache import checksum
+
+    state = make().state_dict()
+    assert checksum(state, {"a": 0.5}) == checksum(dict(state), {"a": 0.5})
+    assert checksum(state, {"a": 0.5}) != checksum(state, {"a": 0.5000001})
+    assert checksum(state, {}) != checksum({k: v + 1 for k, v in state.items()}, {})
+
+
+def test_an_entry_of_the_old_format_is_retrained_not_re_signed(tmp_cache):
+    """A format-1 file (checksum over the weights only) with the right config and a valid
+    old checksum is not trusted: retrained, replaced by a format-2 file."""
+    from cflib.cache import FORMAT, _normalise, keyed_config, state_fingerprint
+
+    assert FORMAT == 2
+    path = cache_path("toy", CFG)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = make()
+    with torch.no_grad():
+        old.weight.fill_(-7.0)
+    state = old.state_dict()
+    torch.save({"format": 1, "config": _normalise(keyed_config(CFG)), "state_dict": state,
+                "sha256": state_fingerprint(state), "info": {"calls": 0}}, path)
+    tr = Trainer()
+    m, info = cached("toy", CFG, make, tr)
+    assert tr.calls == 1 and info == {"calls": 1} and (m.weight == 1.0).all()
+    assert torch.load(path, weights_only=True)["format"] == FORMAT
+
+
+def test_the_key_holds_the_thread_count_and_the_device_type(tmp_cache):
+    from cflib.cache import keyed_config
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = cache_path("toy", CFG)
+        assert keyed_config(CFG)["threads"] == 1
+        torch.set_num_threads(2)
+        two = cache_path("toy", CFG)
+        assert keyed_config(CFG)["threads"] == 2
+        assert one != two
+        tr = Trainer()
+        cached("toy", CFG, make, tr)               # trained at 2 threads
+        torch.set_num_threads(1)
+        cached("toy", CFG, make, tr)               # a 1-thread run never loads it
+        assert tr.calls == 2 and one.exists() and two.exists()
+        torch.set_num_threads(2)
+        cached("toy", CFG, make, tr)
+        assert tr.calls == 2                       # the 2-thread entry loads at 2 threads
+    finally:
+        torch.set_num_threads(before)
+    cuda = keyed_config(CFG, "cuda")               # no CUDA needed to name the key
+    assert cuda["device_type"] == "cuda" and "threads" not in cuda
+    assert keyed_config(CFG)["device_type"] == "cpu"
+    assert cache_path("toy", CFG, "cuda") != cache_path("toy", CFG, "cpu")
+    assert {k: v for k, v in keyed_config(CFG).items() if k not in ("threads", "device_type")
+            } == CFG                                # the caller's config is not changed
+
+
+def test_the_stored_config_names_threads_and_device(tmp_cache):
+    cached("toy", CFG, make, Trainer())
+    stored = torch.load(cache_path("toy", CFG), weights_only=True)["config"]
+    assert stored["threads"] == torch.get_num_threads() and stored["device_type"] == "cpu"
+    assert "threads" not in CFG
