@@ -199,25 +199,25 @@ def data_copy(tmp_path, monkeypatch):
     data._load.cache_clear()
 
 
-def _offline(monkeypatch):
-    from cflib.bench import data
+def _no_download(monkeypatch):
+    """Any torchvision download attempt fails the test (cflib never downloads)."""
+    import torchvision
 
-    class NoDownload:
-        __name__ = "MNIST"
-
-        def __init__(self, *a, **k):
-            raise RuntimeError("no network")
-
-    monkeypatch.setattr(data, "_torchvision_class", lambda d: NoDownload)
+    for cls in (torchvision.datasets.MNIST, torchvision.datasets.FashionMNIST):
+        monkeypatch.setattr(cls, "download", lambda self: pytest.fail("tried to download"))
+        monkeypatch.setattr(cls, "__init__", lambda self, *a, **k: pytest.fail("torchvision"))
 
 
 def test_missing_data_names_the_folder_and_the_variable(data_copy, monkeypatch):
     from cflib.bench import data
 
     (data_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").unlink()
-    _offline(monkeypatch)
-    with pytest.raises(FileNotFoundError, match="t10k-labels-idx1-ubyte.*CFLIB_DATA"):
+    _no_download(monkeypatch)
+    before = sorted(p.name for p in (data_copy / "MNIST" / "raw").iterdir())
+    with pytest.raises(FileNotFoundError, match=r"t10k-labels-idx1-ubyte.*in .*CFLIB_DATA="
+                                                r".*never downloads"):
         data.load_split("mnist", "test")
+    assert sorted(p.name for p in (data_copy / "MNIST" / "raw").iterdir()) == before
 
 
 def test_a_truncated_file_is_named_as_truncated(data_copy):
@@ -235,9 +235,11 @@ def test_same_size_corruption_fails_its_checksum(data_copy):
     from cflib.bench import data
 
     f = data_copy / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    labels = data_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
     good = f.read_bytes()
     (data_copy / "SHA256SUMS").write_text(
-        f"{hashlib.sha256(good).hexdigest()}  MNIST/raw/t10k-images-idx3-ubyte\n")
+        f"{hashlib.sha256(good).hexdigest()}  MNIST/raw/t10k-images-idx3-ubyte\n"
+        f"{hashlib.sha256(labels.read_bytes()).hexdigest()}  MNIST/raw/t10k-labels-idx1-ubyte\n")
     bad = bytearray(good)
     bad[5000:5784] = bytes(784)             # one image overwritten, same size
     f.write_bytes(bytes(bad))
@@ -735,3 +737,45 @@ def test_the_cache_checks_the_device_before_building(tmp_cache):
     with pytest.raises(ValueError, match="CUDA is not available here"):
         cached("toy", {"seed": 0}, lambda: built.append(1) or _net(), _train_once(calls), "cuda")
     assert built == [] and calls == [] and not tmp_cache.exists()
+
+
+# -- data ----------------------------------------------------------------------------------------
+def test_a_file_the_checksums_do_not_list_is_refused(data_copy):
+    import hashlib
+
+    from cflib.bench import data
+
+    images = data_copy / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    (data_copy / "SHA256SUMS").write_text(
+        f"{hashlib.sha256(images.read_bytes()).hexdigest()}  MNIST/raw/t10k-images-idx3-ubyte\n")
+    match = (r"MNIST/raw/t10k-labels-idx1-ubyte is not listed in .*SHA256SUMS.*add its line "
+             r"\('<sha256>  MNIST/raw/t10k-labels-idx1-ubyte'\) or remove SHA256SUMS")
+    with pytest.raises(ValueError, match=match):
+        data.load_split("mnist", "test")
+    with pytest.raises(ValueError, match=match):
+        data.check_data("mnist", "test")
+    (data_copy / "SHA256SUMS").unlink()                     # no SHA256SUMS: sizes and headers
+    assert len(data.load_split("mnist", "test")[0]) == 10000
+
+
+def test_check_data_finds_a_missing_root_or_file_before_any_work(tmp_path, monkeypatch,
+                                                                 data_copy):
+    from cflib.bench import data
+
+    assert data.check_data("mnist", "test") == data_copy     # what data_copy holds
+    with pytest.raises(FileNotFoundError, match=r"MNIST files not found: "
+                                                r"\['MNIST/raw/train-images-idx3-ubyte', "
+                                                r"'MNIST/raw/train-labels-idx1-ubyte'\].*"
+                                                r"CFLIB_DATA="):
+        data.check_data(["mnist"])                           # no train split in the copy
+    with pytest.raises(FileNotFoundError, match=r"Fashion-MNIST files not found.*FashionMNIST"):
+        data.check_data("fmnist", "test")
+    nowhere = tmp_path / "nowhere"
+    monkeypatch.setenv("CFLIB_DATA", str(nowhere))
+    _no_download(monkeypatch)
+    with pytest.raises(FileNotFoundError, match=rf"the data root {nowhere} does not exist "
+                                                rf"\(CFLIB_DATA={nowhere}\).*never downloads"):
+        data.check_data("mnist")
+    assert not nowhere.exists()
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        data.check_data("mnist", "val")
