@@ -693,6 +693,23 @@ def test_config_seeds_outside_the_range_are_refused(build, match):
         build()
 
 
+def test_run_seeds_outside_the_range_are_refused():
+    from cflib.bench.seeds import Seeds, train_seed
+
+    for bad in (dict(train=2 ** 63), dict(data=-1), dict(data=2 ** 70)):
+        with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(in 0\.\.2\*\*63-1"):
+            Seeds(**bad)
+    top = Seeds(train=2 ** 63 - 1, data=2 ** 63 - 1)
+    assert top("classifier") == 2 ** 63 - 1                  # offset 0: still in range
+    with pytest.raises(ValueError, match=r"gives the 'feature_net' seed .* outside "
+                                         r"0\.\.2\*\*63-1; use a smaller seed"):
+        top("feature_net")                                   # offset 1000
+    with pytest.raises(ValueError, match=r"gives the 'bayes_fresh' seed"):
+        top("bayes_fresh")
+    with pytest.raises(ValueError, match=r"0\.\.2\*\*63-1"):
+        train_seed("dcgan", 2 ** 64)
+
+
 def test_a_cache_entry_with_a_seed_outside_the_range_trains_nothing(tmp_cache):
     from cflib.cache import cached
 
@@ -727,6 +744,69 @@ def test_check_device_names_the_fix():
 
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+
+
+def _zoo_calls():
+    from cflib.bench import zoo
+
+    return {
+        "classifier": lambda d: zoo.classifier("mnist", "smoke", device=d),
+        "feature_net": lambda d: zoo.feature_net("mnist", "smoke", device=d),
+        "autoencoder": lambda d: zoo.autoencoder("mnist", 4, "smoke", device=d),
+        "dcgan": lambda d: zoo.dcgan("mnist", "smoke", device=d),
+        "c3lt_encoder": lambda d: zoo.c3lt_encoder("mnist", "smoke", device=d),
+        "c3lt_pair_encoder": lambda d: zoo.c3lt_pair_encoder("mnist", (4, 9), "smoke", device=d),
+        "mc_dropout_classifier": lambda d: zoo.mc_dropout_classifier("mnist", "smoke", device=d),
+        "bnn_classifier": lambda d: zoo.bnn_classifier("mnist", "smoke", device=d),
+        "small_cnn": lambda d: zoo.small_cnn("fmnist", "smoke", device=d),
+        "small_cnn_retrained": lambda d: zoo.small_cnn_retrained("fmnist", "smoke", device=d),
+        "latent_autoencoder": lambda d: zoo.latent_autoencoder("fmnist", "smoke", device=d),
+        "kd_student": lambda d: zoo.kd_student("fmnist", "smoke", device=d),
+        "quantized": lambda d: zoo.quantized("PTQ INT8", "fmnist", "smoke", device=d),
+    }
+
+
+def test_every_zoo_function_with_a_device_is_in_the_list():
+    import inspect
+
+    from cflib.bench import zoo
+
+    takes = {n for n, f in inspect.getmembers(zoo, inspect.isfunction)
+             if f.__module__ == zoo.__name__ and not n.startswith("_")
+             and "device" in inspect.signature(f).parameters}
+    assert takes == set(_zoo_calls())
+
+
+def _runner_calls():
+    from cflib.bench.tables import bayes, c3lt, quant
+
+    return {
+        "run_c3lt_table": lambda d: c3lt.run_c3lt_table("mnist", profile="smoke", device=d),
+        "load_eval_models": lambda d: c3lt.load_eval_models("mnist", [4, 9], "smoke", device=d),
+        "bayes_model": lambda d: bayes.bayes_model("mnist", "mc_dropout", "smoke", device=d),
+        "run_bayesian": lambda d: bayes.run_bayesian("mnist", profile="smoke", device=d),
+        "run_bayesian_table": lambda d: bayes.run_bayesian_table("mnist", profile="smoke",
+                                                                 device=d),
+        "run_quant": lambda d: quant.run_quant("fmnist", "smoke", device=d),
+        "run_quant_table": lambda d: quant.run_quant_table("fmnist", "smoke", device=d),
+    }
+
+
+@no_cuda
+@pytest.mark.parametrize("kind, name", [("zoo", n) for n in sorted(_zoo_calls())]
+                         + [("runner", n) for n in sorted(_runner_calls())])
+def test_cuda_without_cuda_is_refused_at_the_entry(kind, name, tmp_cache):
+    """Before any data is read, any network built or any cache entry touched."""
+    from cflib.bench import data
+
+    call = (_zoo_calls() if kind == "zoo" else _runner_calls())[name]
+    read = data.files_read()
+    data._load.cache_clear()
+    with pytest.raises(ValueError, match=r"device='cuda': CUDA is not available here; use "
+                                         r"device='cpu'"):
+        call("cuda")
+    assert data._load.cache_info().misses == 0 and data.files_read() == read
+    assert not tmp_cache.exists()
 
 
 @no_cuda
@@ -779,3 +859,17 @@ def test_check_data_finds_a_missing_root_or_file_before_any_work(tmp_path, monke
     assert not nowhere.exists()
     with pytest.raises(ValueError, match="unknown split 'val'"):
         data.check_data("mnist", "val")
+
+
+def test_the_table_runners_check_the_data_before_any_network(tmp_path, tmp_cache, monkeypatch):
+    from cflib.bench.tables import bayes, c3lt, quant
+
+    monkeypatch.setenv("CFLIB_DATA", str(tmp_path / "nowhere"))
+    _no_download(monkeypatch)
+    for run in (lambda: c3lt.run_c3lt_table("mnist", profile="smoke"),
+                lambda: bayes.run_bayesian("mnist", profile="smoke"),
+                lambda: bayes.run_bayesian_table("mnist", profile="smoke"),
+                lambda: quant.run_quant_table("fmnist", "smoke")):
+        with pytest.raises(FileNotFoundError, match="does not exist.*CFLIB_DATA"):
+            run()
+    assert not tmp_cache.exists()
