@@ -60,19 +60,12 @@ from cflib.bench.data import class_subset, load_split  # noqa: E402
 from cflib.bench.results import write_table  # noqa: E402
 from cflib.tensors import predict  # noqa: E402
 
-#: which classifier and data each method explains (the chapter that uses it)
-SETTING = {
-    **{m: "c3lt" for m in ("Original Data", "Query (unchanged)", "Adv. Attack", "CEM",
-                           "CEM (targeted)", "CVE", "CVE (receptive field)", "ExpGAN", "C3LT",
-                           "C3LT (reconstruction)", "C3LT (inverted)")},
-    **{m: "bayes" for m in ("Wachter", "BayesCF", "ROAR", "Schut", "PSCE")},
-    "Latent PGD": "quant",
-}
+#: which classifier and data each method explains (the table it belongs to, from the catalog)
+SETTING = {name: e.table for name, e in catalog.CATALOG.items()}
 #: methods that search (optimise or iterate per image); the rest are one forward pass
-ITERATIVE = ["Adv. Attack", "CEM", "CEM (targeted)", "CVE", "CVE (receptive field)",
-             "C3LT (inverted)", "Wachter", "BayesCF", "ROAR", "Schut", "PSCE", "Latent PGD"]
+ITERATIVE = [name for name, e in catalog.CATALOG.items() if e.searches]
 #: searches that stop each query when it is done and drop it from the batch
-COMPACTING = ["Wachter", "BayesCF", "ROAR", "Schut", "PSCE"]
+COMPACTING = [name for name, e in catalog.CATALOG.items() if e.compacts]
 
 
 class CountFlops(TorchDispatchMode):

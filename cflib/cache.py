@@ -8,9 +8,16 @@ cache folder between chapters, Dask workers and users:
 * **trained once**: a lock per entry (``<file>.lock``, an OS file lock that dies with
   its process) is held while a network trains; a second process that needs the same
   entry waits, then loads what the first one wrote;
-* **trusted only when verified**: a file is loaded only when its stored config equals
-  the one asked for, its tensors match the module's names and shapes and their sha256
-  equals the stored checksum; a file without a checksum (an old format) or with a
+* **keyed by what changes the weights**: the key is the sha256 of the config plus the
+  device type trained on (``cpu`` / ``cuda``) and, on the CPU, torch's intra-op thread
+  count at training time (:func:`keyed`): CPU kernels reduce in another order
+  with another thread count, so a network trained at 2 threads differs in its last bits
+  from one trained at 1, and a 1-thread run never loads the 2-thread entry;
+* **trusted only when verified**: a file is loaded only when it is of this
+  :data:`FORMAT`, its stored config equals the one asked for, its tensors match the
+  module's names and shapes and the stored checksum equals the sha256 of its weights
+  *and* its stored ``info`` (:func:`checksum`), so an edited ``test_accuracy`` fails
+  like an edited weight; a file of an older format, without a checksum or with a
   wrong one is retrained and replaced, never loaded or re-signed;
 * **never half-written**: files are written to a temporary name and renamed; a write
   that fails (a full disk, no permission) keeps the trained network in memory, logs
@@ -40,6 +47,7 @@ from torch import nn
 from cflib.env import folder, forbid_compute
 from cflib.io import atomic_write
 from cflib.scopes import seeded
+from cflib.tensors import check_device
 
 log = logging.getLogger("cflib")
 CACHE_ENV = "CFLIB_CACHE"
@@ -70,6 +78,7 @@ def _normalise(config: dict) -> dict:
 
 
 def cache_key(config: dict) -> str:
+    """A short sha256 of a config (its canonical JSON)."""
     blob = json.dumps(_normalise(config), sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -140,7 +149,12 @@ def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
         return None
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-        if payload.get("format") != FORMAT or payload.get("config") != _normalise(config):
+        if payload.get("format") != FORMAT:
+            log.warning("cache %s is of format %r (written by another cflib; this one writes "
+                        "%d); it is not trusted: retraining", path.name, payload.get("format"),
+                        FORMAT)
+            return None
+        if payload.get("config") != _normalise(config):
             log.warning("cache %s was written for another config; retraining", path.name)
             return None
         state = payload["state_dict"]
@@ -215,11 +229,15 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
 
     ``train(module)`` trains in place and may return an info dict (e.g. test
     accuracy) that is stored beside the weights (with their checksum) and returned on
-    later loads.  While one process trains an entry, others asking for it wait for its
-    lock and then load it.  The cache folder's write access is checked before training;
-    a write that fails afterwards is logged and the trained module returned.
+    later loads.  The entry's key is :func:`keyed` of ``config`` and ``device``
+    (the device type, and the thread count on the CPU).  While one process trains an
+    entry, others asking for it wait for its lock and then load it.  ``device`` is
+    checked first (:func:`cflib.tensors.check_device`), the cache folder's write access
+    before training; a write that fails afterwards is logged and the trained module
+    returned.
     """
     forbid_compute(f"the weight cache ({kind})")
+    device = check_device(device)
     seed = int(config.get("seed", 0))
     path = cache_path(kind, config, device)
     config = keyed(config, device)

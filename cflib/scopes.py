@@ -8,6 +8,7 @@ model explained (or a network cached) mid-training goes on training unchanged.
 from __future__ import annotations
 
 import contextlib
+from numbers import Integral
 from typing import Iterator
 
 import torch
@@ -43,6 +44,22 @@ def frozen(*modules: nn.Module | None) -> Iterator[None]:
                 p.requires_grad_(flag)
 
 
+#: the largest seed cflib takes: torch's generators take 64-bit seeds, and a seed must
+#: also fit a signed 64-bit integer (a tensor, a results file's int64 column)
+SEED_MAX = 2 ** 63 - 1
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """``seed`` as an int in ``0 .. 2**63 - 1``, or a ValueError naming the range."""
+    if isinstance(seed, bool) or not isinstance(seed, Integral):
+        raise ValueError(f"{name} must be an int in 0..2**63-1, got {type(seed).__name__} "
+                         f"{seed!r}")
+    if not 0 <= int(seed) <= SEED_MAX:
+        raise ValueError(f"{name} must be in 0..2**63-1 (a 64-bit seed), got {int(seed)}; "
+                         "use a smaller non-negative int")
+    return int(seed)
+
+
 def _rng_devices() -> list[int]:
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         return list(range(torch.cuda.device_count()))
@@ -55,8 +72,11 @@ def seeded(seed: int | None) -> Iterator[torch.Generator | None]:
 
     Yields a CPU generator seeded with ``seed`` (draws on the CPU are the same on
     every device), or ``None`` when ``seed`` is None (then the global RNG is used
-    as it stands, and still restored).
+    as it stands, and still restored).  A seed outside ``0 .. 2**63 - 1`` is a
+    ValueError (:func:`check_seed`) before the RNG is touched.
     """
+    if seed is not None:
+        seed = check_seed(seed)
     with torch.random.fork_rng(devices=_rng_devices()):
         if seed is None:
             yield None

@@ -2,14 +2,17 @@
 
 Every image in cflib lives in [-1, 1] (black is -1), batch-first ``(N, C, H, W)``.
 The checks here run before any compute and name the fix; none of them changes its
-input.  A classifier is any ``nn.Module`` whose output is one score per class
-(logits or log-probabilities); :func:`scores` also accepts the outputs users'
-models often have (a tuple or dict whose first entry, or ``"logits"`` entry, holds
-them).
+input.  They refuse only what is certain to be wrong (values outside [-1, 1], NaN,
+infinity, a ``meta`` tensor, a device this machine lacks); what merely looks wrong (a
+batch with no value below 0, as [0, 1] data would be) is a warning.  A classifier is
+any ``nn.Module`` whose output is one score per class (logits or log-probabilities);
+:func:`scores` also accepts the outputs users' models often have (a tuple or dict whose
+first entry, or ``"logits"`` entry, holds them).
 """
 from __future__ import annotations
 
 import math
+import warnings
 from numbers import Integral
 
 import torch
@@ -18,6 +21,63 @@ from torch import nn
 from cflib.scopes import frozen
 
 X_MIN, X_MAX = -1.0, 1.0  # every image in the project lives in [-1, 1]
+#: how far outside [-1, 1] a pixel may be and still count as inside (float rounding)
+RANGE_TOL = 1e-4
+#: the floating dtypes the explainers run in at half precision
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+class RangeWarning(UserWarning):
+    """A batch that may not be in [-1, 1] (no value below 0): it is used as it is."""
+
+
+def check_device(device) -> torch.device:
+    """``device`` as a ``torch.device`` this machine has, or a ValueError naming the fix.
+
+    Accepted: ``"cpu"``, ``"cuda"``, ``"cuda:N"`` (or a ``torch.device``).  Refused:
+    text torch cannot read, another device type (``meta`` holds no data), ``cuda`` where
+    CUDA is not available, a CUDA index this machine does not have.  Every runner and
+    :mod:`cflib.bench.zoo` function calls it first, so a wrong device fails before any
+    data is read or any network is trained.
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError) as err:
+        raise ValueError(f"cannot read device {device!r} ({err}); use device='cpu' or 'cuda'"
+                         ) from None
+    if dev.type == "meta":
+        raise ValueError("device='meta' holds no data (shapes only); use device='cpu' or "
+                         "'cuda'")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device {str(device)!r} is not supported; use device='cpu' or 'cuda'")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={str(device)!r}: CUDA is not available here; use "
+                             "device='cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device={str(device)!r}: this machine has "
+                             f"{torch.cuda.device_count()} CUDA device(s); use 'cuda:0'.."
+                             f"'cuda:{torch.cuda.device_count() - 1}' or device='cpu'")
+    return dev
+
+
+def check_model(model: nn.Module, name: str = "classifier") -> None:
+    """A network cflib can run: not on the ``meta`` device (parameters without data)."""
+    if model_device(model).type == "meta":
+        raise ValueError(f"the {name} is on the 'meta' device: its parameters have shapes but "
+                         "no values (an empty-weights build); materialise it first, e.g. "
+                         f"{name}.to_empty(device='cpu') then load_state_dict(...)")
+
+
+def working(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in the precision losses and optimiser states are computed in: float32 for a
+    half-precision tensor (float16 / bfloat16), ``t`` itself otherwise (float32 and
+    float64 are unchanged: this is a no-op on them, so it changes no float32 result).
+
+    Why: a softmax probability or a squared gradient below float16's smallest number
+    (6e-8) is 0, whose log is -inf; the methods that search with losses or Adam moments
+    run the classifier in its own dtype and compute those terms here."""
+    return t.float() if t.dtype in HALF_DTYPES else t
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -37,11 +97,21 @@ def model_dtype(model: nn.Module) -> torch.dtype:
     return torch.float32
 
 
-def check_images(x, name: str = "x") -> None:
-    """Clear errors for the wrong type, shape, dtype or range; the input is untouched."""
+def check_images(x, name: str = "x", assume_range: bool = False) -> None:
+    """Clear errors for the wrong type, shape, dtype, device or range; the input is untouched.
+
+    Refused (ValueError): a ``meta`` tensor, NaN or infinite values, values outside
+    [-1, 1] (beyond :data:`RANGE_TOL`).  A batch with no value below 0 is valid [-1, 1]
+    data (a bright image, a crop without background) but is also what [0, 1] data looks
+    like: it gets a :class:`RangeWarning` saying so, and is used as it is;
+    ``assume_range=True`` (the caller knows its batch is in [-1, 1]) silences it.
+    """
     if not torch.is_tensor(x):
         raise TypeError(f"{name} must be a torch.Tensor of images (N, C, H, W) in [-1, 1], got "
                         f"{type(x).__name__}")
+    if x.device.type == "meta":
+        raise ValueError(f"{name} is on the 'meta' device: it has a shape but no values; pass "
+                         "the images themselves (on 'cpu' or 'cuda')")
     if x.dim() != 4:
         raise ValueError(
             f"{name} must be a batch of images of shape (N, C, H, W); got shape "
@@ -57,16 +127,19 @@ def check_images(x, name: str = "x") -> None:
         raise ValueError(f"{name} holds {bad} NaN or infinite value(s); every pixel must be a "
                          "number in [-1, 1]")
     lo, hi = x.min().item(), x.max().item()
-    if lo < X_MIN - 1e-4 or hi > X_MAX + 1e-4:
+    if lo < X_MIN - RANGE_TOL or hi > X_MAX + RANGE_TOL:
+        hint = ("x / 127.5 - 1 for images in 0..255" if hi > 1.5 and lo >= 0
+                else "x * 2 - 1 for images in [0, 1]")
         raise ValueError(
-            f"{name} must be scaled to [-1, 1]; its values span [{lo:.3g}, {hi:.3g}] "
-            "(x * 2 - 1 for images in [0, 1])"
+            f"{name} must be scaled to [-1, 1]; its values span [{lo:.3g}, {hi:.3g}] ({hint})"
         )
-    if lo >= 0.0 and hi > lo:
-        # real images in [-1, 1] always have pixels darker than mid-grey (below 0)
-        raise ValueError(
-            f"{name} has no value below 0: it looks like images in [0, 1], but cflib works on "
-            "[-1, 1] (black is -1); pass x * 2 - 1")
+    if lo >= 0.0 and hi > lo and not assume_range:
+        # valid [-1, 1] data can lack dark pixels, so this is only a warning
+        warnings.warn(
+            f"{name} has no value below 0: it looks like [0, 1] data, but cflib expects "
+            "[-1, 1] (black is -1). If it is [0, 1] data pass x * 2 - 1; if it is already in "
+            "[-1, 1] pass assume_range=True to silence this warning", RangeWarning,
+            stacklevel=3)
 
 
 def _show(t: torch.Tensor) -> str:
@@ -146,6 +219,18 @@ def scores(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return _unwrap(model(x))
 
 
+def check_scores(out: torch.Tensor, where: str = "on these images") -> None:
+    """A ValueError when the classifier's output holds NaN or infinite scores: a
+    counterfactual search on them would report validity 0 instead of the fault."""
+    bad = ~torch.isfinite(out)
+    if bad.any():
+        raise ValueError(
+            f"the classifier's output holds {int(bad.sum())} NaN or infinite score(s) "
+            f"{where} (of its {out.numel()} scores); cflib needs finite logits: check the "
+            "model's weights (a diverged training, a bad load) and its forward (e.g. log(0); "
+            "a float16 model whose logits overflow: run it in float32)")
+
+
 def _probability_kind(out: torch.Tensor) -> str | None:
     """"softmax" / "sigmoid" when the scores look like probabilities, else None."""
     if not ((out >= 0) & (out <= 1)).all():
@@ -180,10 +265,12 @@ def check_classifier(model: nn.Module, x: torch.Tensor) -> tuple[int, bool]:
 
     Returns ``(K, wrapped)``: the output width, and whether the output is a tuple or
     dict (then :class:`ScoresOf` reads the scores out of it).  Refused, each with the
-    fix: a model that fails on these images, an output that is not ``(N, K)`` with
-    K >= 2, and probabilities (each row in [0, 1]: a final softmax or sigmoid),
-    because the methods need logits or log-probabilities.
+    fix: a model on the ``meta`` device, a model that fails on these images, an output
+    that is not ``(N, K)`` with K >= 2, NaN or infinite scores, and probabilities (each
+    row in [0, 1]: a final softmax or sigmoid), because the methods need logits or
+    log-probabilities.
     """
+    check_model(model)
     try:
         with frozen(model):
             out = model(x[:16].to(model_device(model), dtype=model_dtype(model)))
@@ -202,6 +289,7 @@ def check_classifier(model: nn.Module, x: torch.Tensor) -> tuple[int, bool]:
     if not out.is_floating_point():
         raise ValueError(f"the classifier returns {out.dtype} scores; it must return float "
                          "logits")
+    check_scores(out, f"on the first {len(out)} images")
     kind = _probability_kind(out.float())
     if kind == "softmax":
         raise ValueError("the classifier returns probabilities (each row is in [0, 1] and sums "
@@ -215,12 +303,21 @@ def check_classifier(model: nn.Module, x: torch.Tensor) -> tuple[int, bool]:
 
 
 @torch.no_grad()
-def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
-    """Batched softmax probabilities of a classifier (evaluation mode, restored after)."""
+def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1024,
+            finite: bool = False) -> torch.Tensor:
+    """Batched softmax probabilities of a classifier (evaluation mode, restored after).
+
+    ``finite=True``: NaN or infinite scores are a ValueError (:func:`check_scores`)
+    instead of NaN probabilities (what :meth:`~cflib.explainers.Explainer.explain` asks
+    for its first prediction)."""
+    out = []
     with frozen(model):
         dev, dt = model_device(model), model_dtype(model)
-        out = [torch.softmax(scores(model, x[i:i + batch_size].to(dev, dtype=dt)).float(), dim=1)
-               for i in range(0, len(x), batch_size)]
+        for i in range(0, len(x), batch_size):
+            s = scores(model, x[i:i + batch_size].to(dev, dtype=dt))
+            if finite:
+                check_scores(s, "on the query images")
+            out.append(torch.softmax(s.float(), dim=1))
     return torch.cat(out)
 
 

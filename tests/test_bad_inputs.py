@@ -40,7 +40,8 @@ def adv(clf):
 @pytest.mark.parametrize("make, match", [
     (lambda q: q.clone().index_put_((torch.tensor([0]),), torch.tensor(float("nan"))), "NaN"),
     (lambda q: torch.where(q > 0, torch.tensor(float("inf")), q), "NaN or infinite"),
-    (lambda q: (q + 1) / 2, r"looks like images in \[0, 1\]"),
+    (lambda q: q - 1.01, r"scaled to \[-1, 1\]; its values span \[-2\.01"),
+    (lambda q: q.to("meta"), "'meta' device: it has a shape but no values"),
     (lambda q: ((q + 1) * 127.5).to(torch.uint8), "float tensor"),
     (lambda q: q[0], r"shape \(N, C, H, W\)"),
     (lambda q: q[:0], "empty batch"),
@@ -172,7 +173,7 @@ def test_a_notebook_names_a_misspelt_parameter():
     ns = {"profile": "smoke", "device": "cpu", "train_seed": 0, "data_seed": 0,
           "dataset": "mnist", "pairs": None,
           "n_images": None, "methods": None, "results_name": "mnist_eval",
-          "results_dir": "results", "n_image": 12, "In": [], "get_ipython": print}
+          "results_dir": "_build/test-results", "n_image": 12, "In": [], "get_ipython": print}
     with pytest.raises(ValueError, match="unknown parameter.*n_image"):
         chapters.parameters("c3lt_table.py", ns)
     del ns["n_image"]
@@ -198,25 +199,25 @@ def data_copy(tmp_path, monkeypatch):
     data._load.cache_clear()
 
 
-def _offline(monkeypatch):
-    from cflib.bench import data
+def _no_download(monkeypatch):
+    """Any torchvision download attempt fails the test (cflib never downloads)."""
+    import torchvision
 
-    class NoDownload:
-        __name__ = "MNIST"
-
-        def __init__(self, *a, **k):
-            raise RuntimeError("no network")
-
-    monkeypatch.setattr(data, "_torchvision_class", lambda d: NoDownload)
+    for cls in (torchvision.datasets.MNIST, torchvision.datasets.FashionMNIST):
+        monkeypatch.setattr(cls, "download", lambda self: pytest.fail("tried to download"))
+        monkeypatch.setattr(cls, "__init__", lambda self, *a, **k: pytest.fail("torchvision"))
 
 
 def test_missing_data_names_the_folder_and_the_variable(data_copy, monkeypatch):
     from cflib.bench import data
 
     (data_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").unlink()
-    _offline(monkeypatch)
-    with pytest.raises(FileNotFoundError, match="t10k-labels-idx1-ubyte.*CFLIB_DATA"):
+    _no_download(monkeypatch)
+    before = sorted(p.name for p in (data_copy / "MNIST" / "raw").iterdir())
+    with pytest.raises(FileNotFoundError, match=r"t10k-labels-idx1-ubyte.*in .*CFLIB_DATA="
+                                                r".*never downloads"):
         data.load_split("mnist", "test")
+    assert sorted(p.name for p in (data_copy / "MNIST" / "raw").iterdir()) == before
 
 
 def test_a_truncated_file_is_named_as_truncated(data_copy):
@@ -234,9 +235,11 @@ def test_same_size_corruption_fails_its_checksum(data_copy):
     from cflib.bench import data
 
     f = data_copy / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    labels = data_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
     good = f.read_bytes()
     (data_copy / "SHA256SUMS").write_text(
-        f"{hashlib.sha256(good).hexdigest()}  MNIST/raw/t10k-images-idx3-ubyte\n")
+        f"{hashlib.sha256(good).hexdigest()}  MNIST/raw/t10k-images-idx3-ubyte\n"
+        f"{hashlib.sha256(labels.read_bytes()).hexdigest()}  MNIST/raw/t10k-labels-idx1-ubyte\n")
     bad = bytearray(good)
     bad[5000:5784] = bytes(784)             # one image overwritten, same size
     f.write_bytes(bytes(bad))
@@ -303,8 +306,8 @@ def test_a_partly_matching_file_never_warm_starts_training(tmp_cache):
     path = cache_path("toy", cfg)
     path.parent.mkdir(parents=True, exist_ok=True)
     # the right config, but only the bias (with a huge value) and a stray key
-    from cflib.cache import FORMAT, _normalise
-    torch.save({"format": FORMAT, "config": _normalise(cfg),
+    from cflib.cache import FORMAT, _normalise, keyed
+    torch.save({"format": FORMAT, "config": _normalise(keyed(cfg)),
                 "state_dict": {"bias": torch.full((2,), 99.0), "extra": torch.ones(1)},
                 "info": {}}, path)
     m, info = cached("toy", cfg, _net, _train_once(calls))
@@ -463,3 +466,429 @@ def test_a_book_run_gives_each_chapter_only_the_parameters_it_declares():
     assert "train_seed" not in run_params("cross_dataset", run)
     with pytest.raises(ValueError, match="unknown parameter"):
         check("cross_dataset", run)
+
+
+# -- issue 27: honest refusals ------------------------------------------------------------------
+def _state(model: nn.Module):
+    """Everything an explainer must leave as it was: modes, flags and weights."""
+    return ([m.training for m in model.modules()], [p.requires_grad for p in model.parameters()],
+            {k: v.detach().clone() for k, v in model.state_dict().items()})
+
+
+def _same_state(a, b) -> bool:
+    return a[0] == b[0] and a[1] == b[1] and a[2].keys() == b[2].keys() and all(
+        torch.equal(a[2][k], b[2][k]) for k in a[2])
+
+
+def _bright(q):
+    """A valid [-1, 1] batch with no value below 0 (what [0, 1] data also looks like)."""
+    return q.clamp(min=0.0)
+
+
+def test_a_valid_batch_without_dark_pixels_is_explained_with_a_warning(tiny_classifier, q):
+    import warnings
+
+    from cflib.tensors import RangeWarning
+
+    xb = _bright(q)
+    assert xb.min() >= 0 and xb.max() <= 1
+    with pytest.warns(RangeWarning, match=r"x has no value below 0: it looks like \[0, 1\] data"
+                                          r".*expects \[-1, 1\].*x \* 2 - 1.*assume_range=True"):
+        cf = adv(tiny_classifier).explain(xb, 1)
+    assert torch.equal(cf.x, xb) and cf.x_cf.shape == xb.shape   # used as given, not rescaled
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                            # any warning fails
+        quiet = adv(tiny_classifier).explain(xb, 1, assume_range=True)
+    assert torch.equal(quiet.x_cf, cf.x_cf)
+
+
+def _toy_c3lt(clf):
+    from cflib.explainers import C3LT
+
+    class Enc(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(784, 100)
+
+        def forward(self, x):
+            return self.fc(x.flatten(1))[:, :, None, None]
+
+    class Dec(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(100, 784)
+
+        def forward(self, z):
+            return torch.tanh(self.fc(z.flatten(1))).view(-1, 1, 28, 28)
+
+    return C3LT(clf, generator=Dec(), encoder=Enc(), epochs=1, gamma=0.0)
+
+
+def _expgan_transform(clf, x, **kw):
+    from cflib.explainers import ExpGAN
+
+    class Fitted(ExpGAN):            # as if fitted on images of another shape
+        net, pair, image_shape = nn.Identity(), (0, 1), (1, 8, 8)
+
+    return Fitted(clf, epochs=1).transform(x, 1, **kw)
+
+
+def _latent_solve(clf, x, **kw):
+    from cflib.explainers import LatentRecourse
+    from cflib.models import LatentAutoencoder
+
+    return LatentRecourse(clf, autoencoder=LatentAutoencoder(), latent="raw").solve(x, 99, **kw)
+
+
+# every caller of check_images, each stopped by a ValueError the check does not raise
+CALLERS = {
+    "explain": (lambda clf, x, **kw: adv(clf).explain(x, 10, **kw), r"0\.\.9"),
+    "OriginalData.fit": (lambda clf, x, **kw: __import__("cflib.explainers", fromlist=["x"])
+                         .OriginalData(clf).fit(x, [0], **kw), "labels"),
+    "CVE.fit": (lambda clf, x, **kw: CVE(clf).fit(x, [0], **kw), "labels"),
+    "ExpGAN.fit": (lambda clf, x, **kw: __import__("cflib.explainers", fromlist=["x"])
+                   .ExpGAN(clf, epochs=1).fit(x, x, pair=(1, 1), **kw), "different classes"),
+    "ExpGAN.transform": (_expgan_transform, r"trained on \(1, 8, 8\) images"),
+    "C3LT.fit": (lambda clf, x, **kw: _toy_c3lt(clf).fit(x, x[:, :, :14], **kw), "differ in shape"),
+    "LatentRecourse.solve": (_latent_solve, r"0\.\.9"),
+}
+
+
+@pytest.mark.parametrize("caller", sorted(CALLERS))
+def test_every_caller_of_the_range_check_warns_and_takes_assume_range(caller, tiny_classifier, q):
+    import warnings
+
+    from cflib.tensors import RangeWarning
+
+    call, stop = CALLERS[caller]
+    with pytest.warns(RangeWarning, match="looks like"), pytest.raises(ValueError, match=stop):
+        call(tiny_classifier, _bright(q))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=stop):
+            call(tiny_classifier, _bright(q), assume_range=True)
+
+
+def test_the_range_check_refuses_only_what_is_certain():
+    import warnings
+
+    from cflib.tensors import check_images
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_images(torch.full((2, 1, 4, 4), -1.0))              # all black
+        check_images(torch.linspace(-1, 1, 32).view(2, 1, 4, 4))  # the full range
+        check_images(torch.full((2, 1, 4, 4), 1.00009))           # rounding past 1
+        check_images(torch.zeros(2, 1, 4, 4))                     # constant: no hint
+    with pytest.raises(ValueError, match=r"span \[0, 255\] \(x / 127\.5 - 1 for images in "
+                                         r"0\.\.255\)"):
+        check_images(torch.tensor([0.0, 255.0]).repeat(8).view(1, 1, 4, 4))
+    with pytest.raises(ValueError, match=r"span \[-1, 1\.01\] \(x \* 2 - 1"):
+        check_images(torch.tensor([-1.0, 1.01]).repeat(8).view(1, 1, 4, 4))
+
+
+class _NaNWhereMarked(nn.Module):
+    """The classifier, with ``value`` as every score of the images whose first pixel is 0.5
+    (``cls`` set: that class's score only)."""
+
+    def __init__(self, clf, value=float("nan"), cls=None):
+        super().__init__()
+        self.clf, self.value, self.cls = clf, value, cls
+
+    def forward(self, x):
+        out = self.clf(x)
+        mark = (x[:, 0, 0, 0] == 0.5)[:, None]
+        cols = torch.ones_like(out, dtype=torch.bool) if self.cls is None else (
+            torch.arange(out.shape[1]) == self.cls)[None]
+        return torch.where(mark & cols, torch.tensor(self.value, dtype=out.dtype), out)
+
+
+@pytest.mark.parametrize("value, cls, n, where", [
+    (float("nan"), None, 4, "on the first 4 images"),       # the first forward
+    (float("inf"), 3, 4, "on the first 4 images"),
+    (float("-inf"), 5, 4, "on the first 4 images"),         # softmax would hide it
+    (float("nan"), None, 20, "on the query images"),        # past the first 16: explain's
+])
+def test_non_finite_scores_are_refused_before_the_search(value, cls, n, where, tiny_classifier,
+                                                         bars, monkeypatch):
+    x, y = bars
+    xb = x[y == 0][:n].clone()
+    xb[-1, 0, 0, 0] = 0.5
+    model = _NaNWhereMarked(tiny_classifier, value, cls)
+    monkeypatch.setattr(AdvAttack, "_generate", lambda *a, **k: pytest.fail("searched"))
+    state, rng = _state(tiny_classifier), torch.get_rng_state()
+    with pytest.raises(ValueError, match=rf"the classifier's output holds 1[0 ]*.*NaN or "
+                                         rf"infinite score\(s\) {where}.*finite logits"):
+        adv(model).explain(xb, 1)
+    assert _same_state(state, _state(tiny_classifier))
+    assert torch.equal(rng, torch.get_rng_state())
+
+
+def test_finite_scores_pass_the_check(tiny_classifier, bars):
+    x, y = bars
+    cf = adv(_NaNWhereMarked(tiny_classifier)).explain(x[y == 0][:20], 1)   # nothing marked
+    assert torch.isfinite(cf.x_cf).all() and len(cf) == 20
+
+
+def test_a_meta_model_is_refused_when_built(tiny_classifier):
+    import copy
+
+    meta = copy.deepcopy(tiny_classifier).to("meta")
+    for build in (lambda m: AdvAttack(m), lambda m: CEM(m), lambda m: PSCE(m)):
+        with pytest.raises(ValueError, match=r"the classifier is on the 'meta' device.*"
+                                             r"to_empty\(device='cpu'\)"):
+            build(meta)
+
+
+def test_a_meta_batch_is_refused_before_any_work(tiny_classifier, q, monkeypatch):
+    monkeypatch.setattr(AdvAttack, "_generate", lambda *a, **k: pytest.fail("computed"))
+    state, rng = _state(tiny_classifier), torch.get_rng_state()
+    with pytest.raises(ValueError, match="x is on the 'meta' device"):
+        adv(tiny_classifier).explain(q.to("meta"), 1)
+    with pytest.raises(ValueError, match="x_pool is on the 'meta' device"):
+        CVE(tiny_classifier).fit(q.to("meta"), [0, 0, 0, 0])
+    assert _same_state(state, _state(tiny_classifier)) and torch.equal(rng, torch.get_rng_state())
+
+
+def test_a_network_on_another_device_than_the_classifier_is_refused(tiny_classifier):
+    """``_check_same_device``, on a CPU-only machine: the other device is ``meta``."""
+    from cflib.explainers import C3LT, LatentRecourse
+    from cflib.models import ConvAutoencoder, LatentAutoencoder
+
+    ae = ConvAutoencoder().to("meta")
+    with pytest.raises(ValueError, match=r"the autoencoder is on meta but the classifier on cpu;"
+                                         r" move it first \(autoencoder\.to\('cpu'\)\)"):
+        CEM(tiny_classifier, autoencoder=ae)
+    with pytest.raises(ValueError, match=r"the autoencoder\[4\] is on meta"):
+        PSCE(tiny_classifier, autoencoder={3: ConvAutoencoder(), 4: ae})
+    with pytest.raises(ValueError, match="the encoder is on meta but the classifier on cpu"):
+        C3LT(tiny_classifier, generator=nn.Linear(2, 2), encoder=nn.Linear(2, 2).to("meta"))
+    with pytest.raises(ValueError, match="the autoencoder is on meta"):
+        LatentRecourse(tiny_classifier, autoencoder=LatentAutoencoder().to("meta"), latent="raw")
+    assert next(ae.parameters()).device.type == "meta"          # never moved
+    assert next(tiny_classifier.parameters()).device.type == "cpu"
+
+
+@pytest.mark.parametrize("seed", [2 ** 63, 2 ** 70, -1])
+def test_a_seed_outside_the_64_bit_range_is_refused_before_any_work(seed, tiny_classifier, q,
+                                                                    monkeypatch):
+    monkeypatch.setattr(AdvAttack, "_generate", lambda *a, **k: pytest.fail("computed"))
+    rng = torch.get_rng_state()
+    with pytest.raises(ValueError, match=rf"seed must be in 0\.\.2\*\*63-1.*got {seed}"):
+        adv(tiny_classifier).explain(q, 1, seed=seed)
+    assert torch.equal(rng, torch.get_rng_state())
+
+
+def test_the_largest_seed_is_taken(tiny_classifier, q):
+    a = AdvAttack(tiny_classifier, steps=1).explain(q, 1, seed=2 ** 63 - 1)
+    b = AdvAttack(tiny_classifier, steps=1).explain(q, 1, seed=2 ** 63 - 1)
+    assert torch.equal(a.x_cf, b.x_cf) and a.meta["seed"] == 2 ** 63 - 1
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda: C3LTConfig(seed=2 ** 63), r"C3LTConfig\.seed must be in 0\.\.2\*\*63-1"),
+    (lambda: ExpGANConfig(seed=-1), r"ExpGANConfig\.seed must be in 0\.\.2\*\*63-1.*got -1"),
+])
+def test_config_seeds_outside_the_range_are_refused(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_run_seeds_outside_the_range_are_refused():
+    from cflib.bench.seeds import Seeds, train_seed
+
+    for bad in (dict(train=2 ** 63), dict(data=-1), dict(data=2 ** 70)):
+        with pytest.raises(ValueError, match=r"seed must be an int >= 0 \(in 0\.\.2\*\*63-1"):
+            Seeds(**bad)
+    top = Seeds(train=2 ** 63 - 1, data=2 ** 63 - 1)
+    assert top("classifier") == 2 ** 63 - 1                  # offset 0: still in range
+    with pytest.raises(ValueError, match=r"gives the 'feature_net' seed .* outside "
+                                         r"0\.\.2\*\*63-1; use a smaller seed"):
+        top("feature_net")                                   # offset 1000
+    with pytest.raises(ValueError, match=r"gives the 'bayes_fresh' seed"):
+        top("bayes_fresh")
+    with pytest.raises(ValueError, match=r"0\.\.2\*\*63-1"):
+        train_seed("dcgan", 2 ** 64)
+
+
+def test_a_cache_entry_with_a_seed_outside_the_range_trains_nothing(tmp_cache):
+    from cflib.cache import cached
+
+    calls = []
+    with pytest.raises(ValueError, match=r"seed must be in 0\.\.2\*\*63-1.*got 1180591620717"):
+        cached("toy", {"seed": 2 ** 70}, _net, _train_once(calls))
+    assert calls == [] and not tmp_cache.exists()
+
+
+# -- devices ------------------------------------------------------------------------------------
+def test_check_device_names_the_fix():
+    from cflib.tensors import check_device
+
+    assert check_device("cpu") == torch.device("cpu")
+    assert check_device(torch.device("cpu")).type == "cpu"
+    with pytest.raises(ValueError, match=r"cannot read device 'gpu0'.*use device='cpu' or "
+                                         r"'cuda'"):
+        check_device("gpu0")
+    with pytest.raises(ValueError, match=r"device='meta' holds no data.*use device='cpu'"):
+        check_device("meta")
+    with pytest.raises(ValueError, match=r"'mps' is not supported; use device='cpu' or 'cuda'"):
+        check_device("mps")
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        with pytest.raises(ValueError, match=rf"this machine has {n} CUDA device"):
+            check_device(f"cuda:{n}")
+    else:
+        for dev in ("cuda", "cuda:0", "cuda:3", torch.device("cuda")):
+            with pytest.raises(ValueError, match=r"CUDA is not available here; use "
+                                                 r"device='cpu'"):
+                check_device(dev)
+
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+
+
+def _zoo_calls():
+    from cflib.bench import zoo
+
+    return {
+        "classifier": lambda d: zoo.classifier("mnist", "smoke", device=d),
+        "feature_net": lambda d: zoo.feature_net("mnist", "smoke", device=d),
+        "judge_classifier": lambda d: zoo.judge_classifier("mnist", "smoke", device=d),
+        "autoencoder": lambda d: zoo.autoencoder("mnist", 4, "smoke", device=d),
+        "dcgan": lambda d: zoo.dcgan("mnist", "smoke", device=d),
+        "c3lt_encoder": lambda d: zoo.c3lt_encoder("mnist", "smoke", device=d),
+        "c3lt_pair_encoder": lambda d: zoo.c3lt_pair_encoder("mnist", (4, 9), "smoke", device=d),
+        "mc_dropout_classifier": lambda d: zoo.mc_dropout_classifier("mnist", "smoke", device=d),
+        "bnn_classifier": lambda d: zoo.bnn_classifier("mnist", "smoke", device=d),
+        "small_cnn": lambda d: zoo.small_cnn("fmnist", "smoke", device=d),
+        "small_cnn_retrained": lambda d: zoo.small_cnn_retrained("fmnist", "smoke", device=d),
+        "latent_autoencoder": lambda d: zoo.latent_autoencoder("fmnist", "smoke", device=d),
+        "kd_student": lambda d: zoo.kd_student("fmnist", "smoke", device=d),
+        "quantized": lambda d: zoo.quantized("PTQ INT8", "fmnist", "smoke", device=d),
+    }
+
+
+def test_every_zoo_function_with_a_device_is_in_the_list():
+    import inspect
+
+    from cflib.bench import zoo
+
+    takes = {n for n, f in inspect.getmembers(zoo, inspect.isfunction)
+             if f.__module__ == zoo.__name__ and not n.startswith("_")
+             and "device" in inspect.signature(f).parameters}
+    assert takes == set(_zoo_calls())
+
+
+def _runner_calls():
+    from cflib.bench.tables import bayes, c3lt, quant
+
+    return {
+        "run_c3lt_table": lambda d: c3lt.run_c3lt_table("mnist", profile="smoke", device=d),
+        "load_eval_models": lambda d: c3lt.load_eval_models("mnist", [4, 9], "smoke", device=d),
+        "bayes_model": lambda d: bayes.bayes_model("mnist", "mc_dropout", "smoke", device=d),
+        "run_bayesian": lambda d: bayes.run_bayesian("mnist", profile="smoke", device=d),
+        "run_bayesian_table": lambda d: bayes.run_bayesian_table("mnist", profile="smoke",
+                                                                 device=d),
+        "run_quant": lambda d: quant.run_quant("fmnist", "smoke", device=d),
+        "run_quant_table": lambda d: quant.run_quant_table("fmnist", "smoke", device=d),
+    }
+
+
+@no_cuda
+@pytest.mark.parametrize("kind, name", [("zoo", n) for n in sorted(_zoo_calls())]
+                         + [("runner", n) for n in sorted(_runner_calls())])
+def test_cuda_without_cuda_is_refused_at_the_entry(kind, name, tmp_cache):
+    """Before any data is read, any network built or any cache entry touched."""
+    from cflib.bench import data
+
+    call = (_zoo_calls() if kind == "zoo" else _runner_calls())[name]
+    read = data.files_read()
+    data._load.cache_clear()
+    with pytest.raises(ValueError, match=r"device='cuda': CUDA is not available here; use "
+                                         r"device='cpu'"):
+        call("cuda")
+    assert data._load.cache_info().misses == 0 and data.files_read() == read
+    assert not tmp_cache.exists()
+
+
+@no_cuda
+def test_the_cache_checks_the_device_before_building(tmp_cache):
+    from cflib.cache import cached
+
+    built, calls = [], []
+    with pytest.raises(ValueError, match="CUDA is not available here"):
+        cached("toy", {"seed": 0}, lambda: built.append(1) or _net(), _train_once(calls), "cuda")
+    assert built == [] and calls == [] and not tmp_cache.exists()
+
+
+# -- data ----------------------------------------------------------------------------------------
+def test_a_file_the_checksums_do_not_list_is_refused(data_copy):
+    import hashlib
+
+    from cflib.bench import data
+
+    images = data_copy / "MNIST" / "raw" / "t10k-images-idx3-ubyte"
+    (data_copy / "SHA256SUMS").write_text(
+        f"{hashlib.sha256(images.read_bytes()).hexdigest()}  MNIST/raw/t10k-images-idx3-ubyte\n")
+    match = (r"MNIST/raw/t10k-labels-idx1-ubyte is not listed in .*SHA256SUMS.*add its line "
+             r"\('<sha256>  MNIST/raw/t10k-labels-idx1-ubyte'\) or remove SHA256SUMS")
+    with pytest.raises(ValueError, match=match):
+        data.load_split("mnist", "test")
+    with pytest.raises(ValueError, match=match):
+        data.check_data("mnist", "test")
+    (data_copy / "SHA256SUMS").unlink()                     # no SHA256SUMS: sizes and headers
+    assert len(data.load_split("mnist", "test")[0]) == 10000
+
+
+def test_check_data_finds_a_missing_root_or_file_before_any_work(tmp_path, monkeypatch,
+                                                                 data_copy):
+    from cflib.bench import data
+
+    assert data.check_data("mnist", "test") == data_copy     # what data_copy holds
+    with pytest.raises(FileNotFoundError, match=r"MNIST files not found: "
+                                                r"\['MNIST/raw/train-images-idx3-ubyte', "
+                                                r"'MNIST/raw/train-labels-idx1-ubyte'\].*"
+                                                r"CFLIB_DATA="):
+        data.check_data(["mnist"])                           # no train split in the copy
+    with pytest.raises(FileNotFoundError, match=r"Fashion-MNIST files not found.*FashionMNIST"):
+        data.check_data("fmnist", "test")
+    nowhere = tmp_path / "nowhere"
+    monkeypatch.setenv("CFLIB_DATA", str(nowhere))
+    _no_download(monkeypatch)
+    with pytest.raises(FileNotFoundError, match=rf"the data root {nowhere} does not exist "
+                                                rf"\(CFLIB_DATA={nowhere}\).*never downloads"):
+        data.check_data("mnist")
+    assert not nowhere.exists()
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        data.check_data("mnist", "val")
+
+
+def test_the_table_runners_check_the_data_before_any_network(tmp_path, tmp_cache, monkeypatch):
+    from cflib.bench.tables import bayes, c3lt, quant
+
+    monkeypatch.setenv("CFLIB_DATA", str(tmp_path / "nowhere"))
+    _no_download(monkeypatch)
+    for run in (lambda: c3lt.run_c3lt_table("mnist", profile="smoke"),
+                lambda: bayes.run_bayesian("mnist", profile="smoke"),
+                lambda: bayes.run_bayesian_table("mnist", profile="smoke"),
+                lambda: quant.run_quant_table("fmnist", "smoke")):
+        with pytest.raises(FileNotFoundError, match="does not exist.*CFLIB_DATA"):
+            run()
+    assert not tmp_cache.exists()
+
+
+def test_a_hand_run_into_the_committed_results_is_refused():
+    """papermill by hand with results_dir pointing into the book's results/ (or book/): the
+    parameters check refuses before any work; only the book's own run writes there."""
+    ns = {"profile": "smoke", "device": "cpu", "train_seed": 0, "data_seed": 0,
+          "dataset": "mnist", "pairs": None, "n_images": None, "methods": None,
+          "results_name": "mnist_eval", "In": [], "get_ipython": print}
+    for folder in ("results", "results/", "results/sweep", "./book/chapters", "_build/../results"):
+        with pytest.raises(ValueError, match="inside the book's committed"):
+            chapters.parameters("c3lt_table.py", {**ns, "results_dir": folder})
+
+
+@pytest.mark.parametrize("name", ["../../results/mnist_eval", "a/b", "..", "x..y", "", ".hidden"])
+def test_a_results_name_with_a_folder_is_refused(name):
+    with pytest.raises(ValueError, match="results_name must be a plain file name"):
+        chapters.check("mnist_eval", {"profile": "smoke", "results_name": name})

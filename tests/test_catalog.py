@@ -14,7 +14,7 @@ from cflib.models import ConvAutoencoder, LatentAutoencoder
 from cflib.models.dcgan import DCGAN, EncoderDCGAN
 
 #: methods whose paper ties them to the 28x28 DCGAN (C3LT's generator)
-TIED_TO_28 = {"C3LT", "C3LT (reconstruction)", "C3LT (inverted)"}
+TIED_TO_28 = {"C3LT", "C3LT (reconstruction)", "C3LT (inverted)", "Latent search"}  # the DCGAN
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_the_catalog_holds_every_method_of_the_tables():
     assert list(CATALOG) == list(EXPLAINERS) == ["Original Data", "Query (unchanged)", "Adv. Attack", "CEM",
                              "CEM (targeted)", "CEM (paper budget)", "CVE",
                              "CVE (receptive field)", "ExpGAN", "C3LT", "C3LT (reconstruction)",
-                             "C3LT (inverted)",
+                             "C3LT (inverted)", "Latent search",
                              "Wachter", "BayesCF", "ROAR", "Schut", "PSCE", "Latent PGD"]
     assert all(issubclass(cls, Explainer) and cls.name == name
                for name, cls in EXPLAINERS.items())

@@ -64,15 +64,14 @@ def test_unknown_profile_is_named():
 
 
 def test_missing_data_root_names_folder_and_variable(tmp_path, monkeypatch):
+    """The project never downloads at run time: a missing file is an error, not a fetch."""
     monkeypatch.setenv("CFLIB_DATA", str(tmp_path / "nowhere"))
-
-    def offline(self):
-        raise RuntimeError("no network")
-
-    monkeypatch.setattr(torchvision.datasets.MNIST, "download", offline)
+    monkeypatch.setattr(torchvision.datasets.MNIST, "download",
+                        lambda self: pytest.fail("tried to download"))
     data._load.cache_clear()
     with pytest.raises(FileNotFoundError) as err:
         load_split("mnist", "test")
     msg = str(err.value)
     assert str(tmp_path / "nowhere" / "MNIST" / "raw") in msg and "CFLIB_DATA" in msg
+    assert "never downloads" in msg and not (tmp_path / "nowhere").exists()
     data._load.cache_clear()

@@ -42,7 +42,8 @@ def test_the_table_sweep_and_bits_are_written_and_reproducible(tmp_cache, tmp_pa
     run = run_quant_table("fmnist", small(), train_seeds=[0])
     paths = write_run(run, "fashion_mnist_quant", tmp_path / "a")
     assert [p.name for p in paths] == ["fashion_mnist_quant.csv", "fashion_mnist_quant_sweep.csv",
-                                       "fashion_mnist_quant_bits.csv"]
+                                       "fashion_mnist_quant_bits.csv",
+                                       "fashion_mnist_quant_checks.csv"]
     df = read_results(paths[0])
     assert list(df.columns) == COLUMNS
     assert set(df["pair"]) == {""} and set(df["model"]) == {""}

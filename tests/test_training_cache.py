@@ -151,46 +151,83 @@ def test_two_processes_needing_one_network_train_it_once(tmp_path):
     assert len(trained) == 1 and trained[0]["entry"].startswith("toy-")
 
 
-def test_thread_count_is_part_of_the_key(tmp_cache):
-    """CPU training differs with the thread count: an entry trained at 2 threads is never
-    what a 1-thread run loads."""
-    before = torch.get_num_threads()
+# -- issue 27: the key holds what changes the weights; the checksum covers the info ---------------
+def test_an_edited_info_fails_the_checksum_and_is_retrained(tmp_cache):
     tr = Trainer()
+    cached("toy", CFG, make, tr)
+    path = cache_path("toy", CFG)
+    payload = torch.load(path, weights_only=True)
+    payload["info"]["calls"] = 99                 # e.g. a hand-edited test_accuracy
+    torch.save(payload, path)
+    m, info = cached("toy", CFG, make, tr)
+    assert tr.calls == 2 and info == {"calls": 2}
+    stored = torch.load(path, weights_only=True)
+    assert stored["info"] == {"calls": 2}          # replaced by the retrained entry
+    cached("toy", CFG, make, tr)
+    assert tr.calls == 2                           # and that one loads
+
+
+def test_the_checksum_covers_weights_and_info():
+    from cflib.cache import payload_checksum as checksum
+
+    state = make().state_dict()
+    assert checksum(state, {"a": 0.5}) == checksum(dict(state), {"a": 0.5})
+    assert checksum(state, {"a": 0.5}) != checksum(state, {"a": 0.5000001})
+    assert checksum(state, {}) != checksum({k: v + 1 for k, v in state.items()}, {})
+
+
+def test_an_entry_of_the_old_format_is_retrained_not_re_signed(tmp_cache):
+    """A format-1 file (checksum over the weights only) with the right config and a valid
+    old checksum is not trusted: retrained, replaced by a format-2 file."""
+    from cflib.cache import FORMAT, _normalise, keyed, state_fingerprint
+
+    assert FORMAT == 2
+    path = cache_path("toy", CFG)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = make()
+    with torch.no_grad():
+        old.weight.fill_(-7.0)
+    state = old.state_dict()
+    torch.save({"format": 1, "config": _normalise(keyed(CFG)), "state_dict": state,
+                "sha256": state_fingerprint(state), "info": {"calls": 0}}, path)
+    tr = Trainer()
+    m, info = cached("toy", CFG, make, tr)
+    assert tr.calls == 1 and info == {"calls": 1} and (m.weight == 1.0).all()
+    assert torch.load(path, weights_only=True)["format"] == FORMAT
+
+
+def test_the_key_holds_the_thread_count_and_the_device_type(tmp_cache):
+    from cflib.cache import keyed
+
+    before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         one = cache_path("toy", CFG)
-        cached("toy", CFG, make, tr)
+        assert keyed(CFG)["trained_on"]["threads"] == 1
         torch.set_num_threads(2)
-        assert cache_path("toy", CFG) != one
-        cached("toy", CFG, make, tr)
-        assert tr.calls == 2
+        two = cache_path("toy", CFG)
+        assert keyed(CFG)["trained_on"]["threads"] == 2
+        assert one != two
+        tr = Trainer()
+        cached("toy", CFG, make, tr)               # trained at 2 threads
         torch.set_num_threads(1)
-        cached("toy", CFG, make, tr)         # the 1-thread entry is still there
-        assert tr.calls == 2
+        cached("toy", CFG, make, tr)               # a 1-thread run never loads it
+        assert tr.calls == 2 and one.exists() and two.exists()
+        torch.set_num_threads(2)
+        cached("toy", CFG, make, tr)
+        assert tr.calls == 2                       # the 2-thread entry loads at 2 threads
     finally:
         torch.set_num_threads(before)
+    cuda = keyed(CFG, "cuda")["trained_on"]          # no CUDA needed to name the key
+    assert cuda["device_type"] == "cuda" and "threads" not in cuda
+    assert keyed(CFG)["trained_on"]["device_type"] == "cpu"
+    assert cache_path("toy", CFG, "cuda") != cache_path("toy", CFG, "cpu")
+    assert {k: v for k, v in keyed(CFG).items() if k != "trained_on"
+            } == CFG                                # the caller's config is not changed
 
 
-def test_edited_info_fails_the_checksum(tmp_cache):
-    tr = Trainer()
-    cached("toy", CFG, make, tr)
-    path = cache_path("toy", CFG)
-    payload = torch.load(path, weights_only=True)
-    payload["info"]["calls"] = 42            # a hand-edited accuracy, say
-    torch.save(payload, path)
-    _, info = cached("toy", CFG, make, tr)
-    assert tr.calls == 2 and info == {"calls": 2}
-
-
-def test_an_old_format_entry_is_retrained_not_resigned(tmp_cache):
-    from cflib import cache
-
-    tr = Trainer()
-    cached("toy", CFG, make, tr)
-    path = cache_path("toy", CFG)
-    payload = torch.load(path, weights_only=True)
-    payload["format"] = cache.FORMAT - 1
-    torch.save(payload, path)
-    cached("toy", CFG, make, tr)
-    assert tr.calls == 2
-    assert torch.load(path, weights_only=True)["format"] == cache.FORMAT
+def test_the_stored_config_names_threads_and_device(tmp_cache):
+    cached("toy", CFG, make, Trainer())
+    stored = torch.load(cache_path("toy", CFG), weights_only=True)["config"]["trained_on"]
+    assert stored["threads"] == torch.get_num_threads() and stored["device_type"] == "cpu"
+    assert "threads" not in CFG

@@ -21,7 +21,7 @@ does not need the dataset's images of those classes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable
 
 import torch
@@ -164,6 +164,15 @@ class Entry:
     cls: type[Explainer]
     per_pair: bool
     builder: Callable[[Request], Explainer]
+    #: the table whose classifier and data the method explains: ``c3lt``, ``bayes``, ``quant``
+    table: str = "c3lt"
+    #: whether it searches (iterates per query); False: one forward pass or a lookup
+    searches: bool = True
+
+    @property
+    def compacts(self) -> bool:
+        """Whether it drops finished queries from its batch (its config has ``compact``)."""
+        return "compact" in {f.name for f in fields(self.cls.Config)}
 
 
 # -- the builders ------------------------------------------------------------------------------
@@ -286,25 +295,27 @@ def _latent(r: Request) -> Explainer:
 
 #: method name as the papers spell it -> its entry
 CATALOG: dict[str, Entry] = {e.name: e for e in (
-    Entry("Original Data", OriginalData, False, _original),
-    Entry("Query (unchanged)", QueryUnchanged, False, lambda r: QueryUnchanged(r.classifier)),
+    Entry("Original Data", OriginalData, False, _original, searches=False),
+    Entry("Query (unchanged)", QueryUnchanged, False, lambda r: QueryUnchanged(r.classifier),
+          searches=False),
     Entry("Adv. Attack", AdvAttack, False, _adv),
     Entry("CEM", CEM, False, _cem(CEM)),
     Entry("CEM (targeted)", CEMTargeted, False, _cem(CEMTargeted)),
     Entry("CEM (paper budget)", CEMPaperBudget, False, _cem_paper),
     Entry("CVE", CVE, True, _cve(CVE)),
     Entry("CVE (receptive field)", CVEReceptiveField, True, _cve(CVEReceptiveField)),
-    Entry("ExpGAN", ExpGAN, True, _expgan),
-    Entry("C3LT", C3LT, True, _c3lt),
-    Entry("C3LT (reconstruction)", C3LTReconstruction, True, _c3lt_reconstruction),
+    Entry("ExpGAN", ExpGAN, True, _expgan, searches=False),
+    Entry("C3LT", C3LT, True, _c3lt, searches=False),
+    Entry("C3LT (reconstruction)", C3LTReconstruction, True, _c3lt_reconstruction,
+          searches=False),
     Entry("C3LT (inverted)", C3LTInverted, True, _c3lt_inverted),
     Entry("Latent search", LatentSearch, True, _latent_search),
-    Entry("Wachter", Wachter, False, _posterior(Wachter, steps="opt_steps")),
-    Entry("BayesCF", BayesCF, False, _posterior(BayesCF, steps="opt_steps")),
-    Entry("ROAR", ROAR, False, _posterior(ROAR, max_iter=lambda b: 5 * b.opt_steps)),
-    Entry("Schut", Schut, False, _posterior(Schut, max_iters="schut_max_iters")),
-    Entry("PSCE", PSCE, False, _posterior(PSCE, inner_steps="opt_steps")),
-    Entry("Latent PGD", LatentRecourse, False, _latent),
+    Entry("Wachter", Wachter, False, _posterior(Wachter, steps="opt_steps"), "bayes"),
+    Entry("BayesCF", BayesCF, False, _posterior(BayesCF, steps="opt_steps"), "bayes"),
+    Entry("ROAR", ROAR, False, _posterior(ROAR, max_iter=lambda b: 5 * b.opt_steps), "bayes"),
+    Entry("Schut", Schut, False, _posterior(Schut, max_iters="schut_max_iters"), "bayes"),
+    Entry("PSCE", PSCE, False, _posterior(PSCE, inner_steps="opt_steps"), "bayes"),
+    Entry("Latent PGD", LatentRecourse, False, _latent, "quant"),
 )}
 
 

@@ -4,6 +4,10 @@ Images are returned as float tensors of shape ``(N, 1, 28, 28)`` scaled to
 [-1, 1] (the C3LT protocol), labels as ``int64``.  Files are read from the folder
 named by the environment variable ``CFLIB_DATA`` (default: ``data/`` in the
 project), in torchvision's layout (``MNIST/raw/...``, ``FashionMNIST/raw/...``).
+Nothing is downloaded at run time: a missing file is a FileNotFoundError naming where
+it was looked for and ``CFLIB_DATA`` (:func:`check_data` finds one before any work).
+When the data root holds a ``SHA256SUMS``, every file read must be listed in it and
+match its checksum.
 """
 from __future__ import annotations
 
@@ -91,11 +95,8 @@ def pair_label(pair) -> str:
     return f"{q}->{t}"
 
 
-def _torchvision_class(dataset: str):
-    from torchvision import datasets
-
-    return {"mnist": datasets.MNIST, "fmnist": datasets.FashionMNIST}[dataset]
-
+#: each dataset's folder in the data root (torchvision's names)
+FOLDERS = {"mnist": "MNIST", "fmnist": "FashionMNIST"}
 
 _FILES_READ: set[str] = set()
 _N = {True: 60000, False: 10000}
@@ -107,9 +108,61 @@ def files_read() -> list[str]:
 
 
 def _raw_files(dataset: str, train: bool) -> tuple[str, str]:
-    folder = _torchvision_class(dataset).__name__
+    folder = FOLDERS[dataset]
     prefix = "train" if train else "t10k"
     return (f"{folder}/raw/{prefix}-images-idx3-ubyte", f"{folder}/raw/{prefix}-labels-idx1-ubyte")
+
+
+def _missing(root: Path, dataset: str, files: list[str]) -> FileNotFoundError:
+    where = root / FOLDERS[dataset] / "raw"
+    env = f"{DATA_ENV}={root}" if folder(DATA_ENV) else f"{DATA_ENV} unset: the default {root}"
+    return FileNotFoundError(
+        f"{DATASET_TITLES[dataset]} files not found: {files} in {root} ({env}); cflib never "
+        f"downloads them: put them in {where} (torchvision's layout) or set {DATA_ENV} to the "
+        f"folder that holds '{FOLDERS[dataset]}/raw/'")
+
+
+def check_data(datasets=("mnist", "fmnist"), splits=("train", "test")) -> Path:
+    """Fail before any work when a dataset's files are not in the data root.
+
+    Checks, without reading the files: the data root exists, each file of ``datasets``
+    and ``splits`` is there, and, where the root holds a ``SHA256SUMS``, that it lists
+    each of them (its checksums are compared when a file is read).  A missing folder or
+    file is a FileNotFoundError naming where it was looked for and ``CFLIB_DATA``; an
+    unlisted file a ValueError naming it and ``SHA256SUMS``.  Returns the data root.
+    """
+    datasets = [datasets] if isinstance(datasets, str) else list(datasets)
+    splits = [splits] if isinstance(splits, str) else list(splits)
+    for s in splits:
+        if s not in ("train", "test"):
+            raise ValueError(f"unknown split {s!r}; use 'train' or 'test'")
+    root = data_root()
+    names = [canonical_dataset(d) for d in datasets]
+    if not root.is_dir():
+        env = f"{DATA_ENV}={root}" if folder(DATA_ENV) else f"{DATA_ENV} unset: the default"
+        raise FileNotFoundError(
+            f"the data root {root} does not exist ({env}); set {DATA_ENV} to the folder that "
+            f"holds {sorted({FOLDERS[d] + '/raw/' for d in names})} (cflib never downloads "
+            "the datasets)")
+    sums = checksums(root)
+    for d in names:
+        files = [f for s in splits for f in _raw_files(d, s == "train")]
+        missing = [f for f in files if not (root / f).is_file()]
+        if missing:
+            raise _missing(root, d, missing)
+        if sums:
+            for f in files:
+                _listed(root, sums, f)
+    return root
+
+
+def _listed(root: Path, sums: dict[str, str], rel: str) -> str:
+    """The checksum ``SHA256SUMS`` gives ``rel``; a ValueError when it lists no such file."""
+    if rel not in sums:
+        raise ValueError(f"{root / rel} is not listed in {root / 'SHA256SUMS'}, which lists "
+                         f"{len(sums)} other file(s): a file the checksums do not cover is not "
+                         f"read; add its line ('<sha256>  {rel}') or remove SHA256SUMS")
+    return sums[rel]
 
 
 def checksums(root: Path) -> dict[str, str]:
@@ -152,29 +205,19 @@ def _read_idx(path: Path, magic: int, n: int, item: int, what: str) -> torch.Ten
 @functools.lru_cache(maxsize=8)
 def _load(dataset: str, train: bool, root: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Images (N, 1, 28, 28) in [-1, 1] and labels of one split, checked: file sizes and
-    headers always, contents against ``SHA256SUMS`` when the data root has one, labels
-    in 0..9."""
+    headers always, contents against ``SHA256SUMS`` when the data root has one (which
+    must then list both files), labels in 0..9."""
     import hashlib
 
     root_p = Path(root)
     img_rel, lab_rel = _raw_files(dataset, train)
-    if not ((root_p / img_rel).exists() and (root_p / lab_rel).exists()):
-        cls = _torchvision_class(dataset)
-        try:  # users elsewhere get the files from torchvision's download
-            cls(root=root, train=train, download=True)
-        except Exception as err:  # offline, read-only, ...
-            folder = root_p / cls.__name__ / "raw"
-            missing = [f for f in (img_rel, lab_rel) if not (root_p / f).exists()]
-            raise FileNotFoundError(
-                f"{DATASET_TITLES[dataset]} files not found: {missing} in {root_p}; the download "
-                f"failed ({type(err).__name__}: {err}). Put the files in {folder} "
-                f"(torchvision's layout) or set {DATA_ENV} to the folder that holds "
-                f"'{cls.__name__}/raw/'."
-            ) from None
+    missing = [f for f in (img_rel, lab_rel) if not (root_p / f).is_file()]
+    if missing:
+        raise _missing(root_p, dataset, missing)
     sums = checksums(root_p)
     for rel in (img_rel, lab_rel):
-        want = sums.get(rel)
-        if want is not None:
+        if sums:   # a SHA256SUMS that does not list a file read is an error, not a pass
+            want = _listed(root_p, sums, rel)
             got = hashlib.sha256((root_p / rel).read_bytes()).hexdigest()
             if got != want:
                 raise ValueError(f"{root_p / rel} does not match its checksum in "

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cflib.scopes import SEED_MAX
+
 #: purpose -> (role, offset, stride, what it seeds)
 PURPOSES: dict[str, tuple[str, int, int, str]] = {
     # training
@@ -61,14 +63,20 @@ class Seeds:
     def __post_init__(self):
         for role in ("train", "data"):
             v = getattr(self, role)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ValueError(f"the {role} seed must be an int >= 0, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= SEED_MAX:
+                raise ValueError(f"the {role} seed must be an int >= 0 (in 0..2**63-1, a "
+                                 f"64-bit seed), got {v!r}")
 
     def __call__(self, purpose: str, repeat: int = 0) -> int:
         if purpose not in PURPOSES:
             raise ValueError(f"unknown seed purpose {purpose!r}; known: {sorted(PURPOSES)}")
         role, offset, stride, _ = PURPOSES[purpose]
-        return offset + stride * getattr(self, role) + int(repeat)
+        seed = offset + stride * getattr(self, role) + int(repeat)
+        if not 0 <= seed <= SEED_MAX:
+            raise ValueError(f"the {role} seed {getattr(self, role)} gives the {purpose!r} seed "
+                             f"{seed} (= {offset} + {stride} x seed + {int(repeat)}), outside "
+                             "0..2**63-1; use a smaller seed")
+        return seed
 
     def columns(self) -> dict[str, int]:
         """The results table's seed columns."""

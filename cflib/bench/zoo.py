@@ -1,7 +1,11 @@
 """The trained networks of the book, each built through the cache.
 
 Cache keys hold the dataset, the architecture, every hyperparameter, the seed and
-the profile, so no weight is shared across datasets or profiles by accident.
+the profile, so no weight is shared across datasets or profiles by accident (and
+:func:`cflib.cache.cached` adds the device type and the CPU thread count).  Every
+function that takes a ``device`` checks it first (:func:`cflib.tensors.check_device`):
+``device="cuda"`` without CUDA is a ValueError before any data is read or any network
+trained.
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from cflib.quantization.recipes import (
     compress,
     train_kd_student,
 )
-from cflib.tensors import check_class
+from cflib.tensors import check_class, check_device
 from cflib.training import accuracy, reconstruction_mse, train_autoencoder, train_classifier
 
 
@@ -60,6 +64,7 @@ def classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
 
     ``info["test_accuracy"]`` is the accuracy on the full test split, in [0, 1].
     """
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     return _trained_classifier("classifier", "C3LTClassifier", C3LTClassifier, dataset,
                                profile, train_seed("classifier", seed),
@@ -70,6 +75,7 @@ def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
                 use_cache: bool = True):
     """The FID/KID feature network (128-d), trained as a classifier on the dataset
     (its own seed: independent of the explained classifier)."""
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     return _trained_classifier("feature_net", "FeatureNet-128", FeatureNet, dataset, profile,
                                train_seed("feature_net", seed), profile.nets.feat_epochs,
@@ -88,6 +94,7 @@ def judge_classifier(dataset: str, profile="standard", seed: int = 0, device="cp
     most ``nets.judge_epochs`` epochs, the epoch with the best accuracy on the held-out
     tenth kept (no test image is used to train or choose it).  ``info["test_accuracy"]``
     on the full test split."""
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     s = train_seed("judge", seed)
     epochs = profile.nets.judge_epochs
@@ -134,6 +141,7 @@ def autoencoder(dataset: str, cls: int | None, profile="standard", seed: int = 0
     :func:`autoencoder_split`, whose best epoch is kept.  ``info`` holds the validation
     and test reconstruction errors per pixel and the epochs run.
     """
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     arch = arch or (ALL_CLASS_AE if cls is None else IM_CLASS_AE)
     make_autoencoder(arch)  # an unknown architecture fails before any training
@@ -172,6 +180,7 @@ def dcgan(dataset: str, profile="standard", seed: int = 0, device="cpu",
     ``dcgan_epochs`` epochs on ``dcgan_subset`` images of all classes.  Returns
     ``((generator, discriminator), info)``; both come from one cached module.
     """
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     seed = train_seed("dcgan", seed)
     cfg = _dcgan_config(dataset, profile, seed)
@@ -195,6 +204,7 @@ def c3lt_encoder(dataset: str, profile="standard", seed: int = 0, device="cpu",
     key holds the generator's key, so a retrained GAN gets a new encoder.
     ``info["test_recon_l1"]`` is the mean |G(E(x)) - x| on 1000 test images.
     """
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     s = train_seed("encoder", seed)
     sizes = profile.c3lt
@@ -232,6 +242,7 @@ def c3lt_pair_encoder(dataset: str, pair, profile="standard", seed: int = 0, dev
     |G(E(x)) - x| on the pair's test images."""
     import copy
 
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     q, t = (check_class(c, 10, "pair class") for c in pair)
     base, base_info = c3lt_encoder(dataset, profile, seed, device, use_cache)
@@ -273,6 +284,7 @@ def mc_dropout_classifier(dataset: str, profile="standard", seed: int = 0, devic
     accuracy of the posterior-mean prediction on the full test split,
     ``info["test_accuracy_deterministic"]`` that of the dropout-off network.
     """
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     seed = train_seed("bayes_model", seed)
     epochs, subset = profile.bayes.epochs, profile.nets.train_subset
@@ -301,6 +313,7 @@ def bnn_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu"
     average the softmax over ``BAYES_N_SAMPLES`` fixed weight draws.  Returns
     (model, info) as :func:`mc_dropout_classifier`.
     """
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     seed = train_seed("bayes_model", seed)
     epochs, subset = profile.bayes.epochs, profile.nets.train_subset
@@ -370,6 +383,7 @@ def small_cnn(dataset: str = "fmnist", profile="standard", seed: int = 0, device
     ``quant.clf_epochs`` epochs on the pool's training images, no selection (the code's
     ``_train_classifier``).  ``info``: ``train_seconds`` (T_fp, stored so a cached re-run
     reproduces it) and ``test_accuracy`` (:func:`quant_test_split`)."""
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     s = train_seed("quant_model", seed)
     epochs, patience = profile.quant.clf_epochs, profile.quant.clf_patience
@@ -406,6 +420,7 @@ def small_cnn_retrained(dataset: str = "fmnist", profile="standard", seed: int =
     ``info``: ``compress_seconds``, ``test_accuracy``."""
     import copy
 
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     if fp is None:
         fp, _ = small_cnn(dataset, profile, seed, device, use_cache)
@@ -434,6 +449,7 @@ def latent_autoencoder(dataset: str = "fmnist", profile="standard", seed: int = 
     ``quant.ae_epochs`` epochs on the pool's training images of all classes; then the
     per-dimension statistics of their codes (``fit_latent_stats``), kept in the cache.
     ``info``: ``train_seconds``, ``test_mse`` (on 1,000 test images, [-1, 1] scale)."""
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     s = train_seed("quant_model", seed)
     epochs = profile.quant.ae_epochs
@@ -461,6 +477,7 @@ def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, devic
     ``quant.clf_epochs``) on ``alpha CE + (1 - alpha) T^2 KL`` against the FP model ``fp``
     (default :func:`small_cnn`), with the FP recipe's optimiser.  The key holds the FP
     model's fingerprint.  ``info``: ``train_seconds``, ``test_accuracy``."""
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     epochs = profile.quant.clf_epochs if epochs is None else int(epochs)
     if fp is None:
@@ -519,6 +536,7 @@ def quantized(method: str, dataset: str = "fmnist", profile="standard", seed: in
     """
     from dataclasses import asdict
 
+    check_device(device)
     dataset, profile = canonical_dataset(dataset), get_profile(profile)
     config = recipe_config(method, profile) if config is None else config
     t = check_class(target, 10, "target")

@@ -4,12 +4,27 @@ ROAR, Schut, PSCE): access to the posterior, a row-masked Adam and the L1 distan
 Every such method also works on a plain classifier (``model(x)`` returns logits): it
 is then a posterior with a single sample.  This module is private: it holds helpers,
 no registry (the methods are listed in :data:`cflib.explainers.EXPLAINERS`).
+
+Half precision: the probabilities and log-probabilities here are computed in the
+working precision (:func:`cflib.tensors.working`: float32 for a float16 / bfloat16
+model, the model's own dtype otherwise), and :class:`RowAdam` keeps its moments and
+the image it updates (a float32 *master copy*, :func:`master`) in it, so a search on a
+half-precision model moves in steps that float16 cannot hold and never takes the log
+of an underflowed probability; the model itself runs in its own dtype.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from cflib.tensors import working
+
+
+def master(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` in the working precision: the image an optimiser updates (float32
+    for a half-precision batch, a plain copy of a float32 or float64 one)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32), copy=True)
 
 
 # -- the posterior --------------------------------------------------------------------
@@ -20,15 +35,15 @@ def is_bayesian(model: nn.Module) -> bool:
 def posterior_probs(model: nn.Module, x: torch.Tensor, n_samples: int | None = None) -> torch.Tensor:
     """(S, N, K) class probabilities per posterior sample (S = 1 for a plain classifier)."""
     if is_bayesian(model):
-        return model.sample_probs(x, n_samples)
-    return torch.softmax(model(x), dim=-1).unsqueeze(0)
+        return working(model.sample_probs(x, n_samples))
+    return torch.softmax(working(model(x)), dim=-1).unsqueeze(0)
 
 
 def log_mean_prob(model: nn.Module, x: torch.Tensor, n_samples: int | None = None) -> torch.Tensor:
     """(N, K) log of the posterior-mean probability (log-softmax for a plain classifier)."""
     if is_bayesian(model) and n_samples is not None:
-        return model.sample_probs(x, n_samples).mean(0).clamp_min(1e-30).log()
-    return F.log_softmax(model(x), dim=-1)
+        return working(model.sample_probs(x, n_samples)).mean(0).clamp_min(1e-30).log()
+    return F.log_softmax(working(model(x)), dim=-1)
 
 
 def deterministic_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
@@ -80,6 +95,8 @@ class RowAdam:
     ``step(x, grad, rows)`` updates only ``x[rows]``; rows that are done keep their
     moment estimates untouched, so a batched search behaves like N independent ones.
     ``reset(rows)`` restarts the moments (a new lambda round in Wachter's search).
+    The moments are in ``x``'s dtype (a :func:`master` copy: float32 for a half-precision
+    search) and every gradient is cast to it.
     """
 
     def __init__(self, x: torch.Tensor, lr: float, betas=(0.9, 0.999), eps: float = 1e-8):
@@ -95,6 +112,7 @@ class RowAdam:
 
     @torch.no_grad()
     def step(self, x: torch.Tensor, grad: torch.Tensor, rows: torch.Tensor) -> None:
+        grad = grad.to(x.dtype)        # a half-precision model's gradient, on the master copy
         self.t[rows] += 1
         t = self.t[rows].view(-1, *([1] * (x.dim() - 1)))
         m = self.m[rows] = self.b1 * self.m[rows] + (1 - self.b1) * grad

@@ -5,6 +5,11 @@ fools the classifier without looking like the target class.  torchattacks 3.5.1
 pins ``requests~=2.25``, which breaks Sphinx 7 (Jupyter Book), so the attack is
 written here: L-infinity projected gradient descent on the cross-entropy towards
 the target, random start, every image of the batch at once.
+
+Half precision: a float16 / bfloat16 classifier is attacked in its own dtype (the
+random start, the iterates and the result are in it); only the cross-entropy is taken
+in float32 (:func:`~cflib.tensors.working`).  PGD's signed steps need no optimiser
+state, so no float32 master copy is kept.
 """
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
+from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig, working
 from cflib.progress import progress
 
 
@@ -42,11 +47,12 @@ class AdvAttack(Explainer):
             xb, tb = x[i:i + cfg.batch_size], target[i:i + cfg.batch_size]
             delta = torch.zeros_like(xb)
             if cfg.random_start:
-                delta = (torch.rand(xb.shape, generator=generator).to(xb.device) * 2 - 1) * cfg.eps
+                # drawn in float32 on the CPU (the same draw on every device and dtype)
+                delta = (torch.rand(xb.shape, generator=generator).to(xb) * 2 - 1) * cfg.eps
             adv = (xb + delta).clamp(X_MIN, X_MAX)
             for _ in progress(range(cfg.steps), desc=self.name):
                 adv.requires_grad_(True)
-                loss = F.cross_entropy(self.classifier(adv), tb)
+                loss = F.cross_entropy(working(self.classifier(adv)), tb)
                 (grad,) = torch.autograd.grad(loss, adv)
                 with torch.no_grad():
                     adv = adv - cfg.alpha * grad.sign()  # descend: towards the target

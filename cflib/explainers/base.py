@@ -38,18 +38,21 @@ from cflib.explainers.records import (
 )
 from cflib.explainers.records import read as read_pair
 from cflib.explainers.records import write as write_pair
-from cflib.scopes import channels_last, channels_last_agrees, frozen, seeded
+from cflib.scopes import channels_last, channels_last_agrees, check_seed, frozen, seeded
 from cflib.tensors import (  # noqa: F401  (re-exported for the methods)
+    HALF_DTYPES,
     X_MAX,
     X_MIN,
     _show,
     as_target,
     check_classifier,
     check_images,
+    check_model,
     model_device,
     model_dtype,
     n_classes_of,
     predict,
+    working,
 )
 
 log = logging.getLogger("cflib")
@@ -91,7 +94,7 @@ class ExplainerConfig:
 
     Every field is checked when the config is built, before any work: its type (from
     the annotation: an int field takes no float or bool, a float field only finite
-    numbers) and then the subclass's ranges.
+    numbers), a ``seed`` field's range (0..2**63-1) and then the subclass's ranges.
     """
 
     batch_size: int = 256  # images pushed through the model at once
@@ -99,6 +102,8 @@ class ExplainerConfig:
     def __post_init__(self):
         for f in fields(self):
             _check_field(type(self).__name__, f.name, f.type, getattr(self, f.name))
+            if f.name == "seed":
+                check_seed(self.seed, f"{type(self).__name__}.seed")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
 
@@ -252,6 +257,9 @@ class Explainer:
     #: other methods whose fit records this class reads (C3LT (inverted): C3LT's)
     adopts: tuple[str, ...] = ()
     _live: dict = {}        # the modules built from fit_record's tensors (see _restore)
+    #: whether the method runs float16 / bfloat16 networks (inputs, working tensors and
+    #: results in the classifier's dtype); False: refused before any work
+    half_precision: bool = True
 
     def __init__(self, classifier: nn.Module, config: ExplainerConfig | None = None,
                  **kwargs):
@@ -270,6 +278,7 @@ class Explainer:
         if not isinstance(self.config, self.Config):
             raise TypeError(f"{self.name} needs a {self.Config.__name__}, got "
                             f"{type(self.config).__name__}")
+        check_model(classifier)
         self.classifier = classifier
 
     # -- networks ---------------------------------------------------------------------------
@@ -312,6 +321,27 @@ class Explainer:
     def fitted(self) -> bool:
         """Whether :meth:`explain` may run: a fit record is held, or nothing is learned."""
         return self.fit_record is not None or not self.needs_fit
+
+    def _check_precision(self) -> None:
+        """Refuse, before any work, a float16 / bfloat16 network given to a method that
+        does not run at half precision (``half_precision = False``), and half-precision
+        networks of mixed dtypes (a bfloat16 classifier with a float32 autoencoder), each
+        naming the dtypes and the fix."""
+        dts = {name: model_dtype(net)
+               for name, net in {"classifier": self.classifier,
+                                 **self.frozen_networks()}.items()}
+        half = {name: dt for name, dt in dts.items() if dt in HALF_DTYPES}
+        if not half:
+            return
+        name, dt = next(iter(half.items()))
+        if not self.half_precision:
+            raise ValueError(f"{self.name} does not run {dt} networks (the {name} is {dt}); "
+                             f"pass float32 ones ({name}.float())")
+        other = {n: d for n, d in dts.items() if d != dts["classifier"]}
+        if other:
+            n, d = next(iter(other.items()))
+            raise ValueError(f"the {n} is {d} but the classifier {dts['classifier']}; pass "
+                             f"networks of one dtype ({n}.to({dts['classifier']}))")
 
     def fit(self, *args, **kwargs) -> "Explainer":
         """Train what the method learns (no-op for optimisation-based methods)."""
@@ -453,18 +483,28 @@ class Explainer:
             out[i:i + bs] = self._search(x[i:i + bs], target[i:i + bs])
         return out
 
-    def explain(self, x: torch.Tensor, target, seed: int | None = 0) -> Counterfactuals:
+    def explain(self, x: torch.Tensor, target, seed: int | None = 0, *,
+                assume_range: bool = False) -> Counterfactuals:
         """Counterfactuals for a batch ``x`` (N, C, H, W) in [-1, 1] towards ``target``.
 
-        ``target`` is a class index or one per image.  ``seed`` seeds the method's
-        randomness (``None``: the global RNG as it stands); the global RNG state, the
-        classifier's mode and its parameters' ``requires_grad`` flags are the same
-        after the call as before.  Every input is checked before any work.
+        ``target`` is a class index or one per image.  ``seed`` (an int in 0..2**63-1)
+        seeds the method's randomness (``None``: the global RNG as it stands); the global
+        RNG state, the classifier's mode and its parameters' ``requires_grad`` flags are
+        the same after the call as before.  Every input is checked before any work: a
+        batch with no value below 0 gets a warning that it looks like [0, 1] data
+        (:func:`~cflib.tensors.check_images`), which ``assume_range=True`` silences; NaN or
+        infinite scores of the classifier are a ValueError.  The counterfactuals come in
+        the classifier's dtype (float16 / bfloat16 where the method runs them:
+        ``half_precision``).
         """
         forbid_compute(f"{self.name}.explain")
-        check_images(x)
+        check_images(x, assume_range=assume_range)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise ValueError(f"seed must be an int or None, got {type(seed).__name__} {seed!r}")
+        if seed is not None:
+            check_seed(seed)
+        check_model(self.classifier)
+        self._check_precision()
         if not self.fitted:
             raise RuntimeError(f"{self.name} must be fitted first: call fit() before explain()")
         dev = self.device
@@ -484,7 +524,7 @@ class Explainer:
         with frozen(*self._caller_networks()):
             # float64 (or half) images are converted to the classifier's dtype
             x = x.to(dev, dtype=model_dtype(self.classifier))
-            probs = predict(self.classifier, x)
+            probs = predict(self.classifier, x, finite=True)
             pred = probs.argmax(1)
             already = pred == target
             if already.all():
@@ -514,7 +554,8 @@ class Explainer:
             finally:
                 hook.remove()
             x_cf, extra = out if isinstance(out, tuple) else (out, {})
-            x_cf = x_cf.detach().clamp(X_MIN, X_MAX)
+            # in the classifier's dtype (a no-op where the method computed in it)
+            x_cf = x_cf.detach().to(x.dtype).clamp(X_MIN, X_MAX)
             pred_cf = predict(self.classifier, x_cf).argmax(1)
         return Counterfactuals(
             x=x, x_cf=x_cf, target=target, pred=pred, pred_cf=pred_cf,

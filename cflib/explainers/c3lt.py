@@ -58,7 +58,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cflib.explainers.base import Explainer, ExplainerConfig, check_images, n_classes_of, predict
+from cflib.explainers.base import (
+    Explainer,
+    ExplainerConfig,
+    check_images,
+    model_dtype,
+    n_classes_of,
+    predict,
+)
 from cflib.models.dcgan import frozen_generator
 from cflib.progress import progress
 from cflib.scopes import channels_last, frozen, seeded
@@ -303,11 +310,21 @@ class C3LT(Explainer):
     :meth:`fit` with training images of the query and the CF class; then
     :meth:`explain` maps query images towards the CF class (g) and CF-class images
     back towards the query class (h), in one batched pass.
+
+    Half precision: refused.  C3LT learns its mappings by back-propagating the loss of
+    Eq. 7 through three frozen networks (generator, classifier, discriminator) and the
+    cycle through the mappings twice; at float16 that needs float32 master copies of the
+    mappings and of every code and image crossing a network, which is not written (and
+    the official code trains in float32).  A float16 / bfloat16 classifier, generator,
+    encoder or discriminator is a ValueError naming its dtype in :meth:`fit` and
+    :meth:`explain`, before any work (pass float32 networks: ``net.float()``).
+    ``C3LT (reconstruction)``, a forward pass, runs them.
     """
 
     name = "C3LT"
     Config = C3LTConfig
     needs_fit = True
+    half_precision = False
 
     def __init__(self, classifier: nn.Module, config: C3LTConfig | None = None, *,
                  generator: nn.Module, encoder: nn.Module,
@@ -371,7 +388,7 @@ class C3LT(Explainer):
 
     def _check_latent(self, x: torch.Tensor) -> None:
         with torch.no_grad(), frozen(self.encoder, self.generator):
-            z = self.encoder(x[:2].to(self.device))
+            z = self.encoder(x[:2].to(self.device, model_dtype(self.encoder)))
             img = self.generator(z)
         d = self.config.latent_dim
         if z.shape[1:] != (d, 1, 1):
@@ -383,7 +400,8 @@ class C3LT(Explainer):
 
     # -- training ----------------------------------------------------------------------
     def fit(self, x_query: torch.Tensor, x_target: torch.Tensor, cache: dict | None = None,
-            *, query_class: int | None = None, target_class: int | None = None) -> "C3LT":
+            *, query_class: int | None = None, target_class: int | None = None,
+            assume_range: bool = False) -> "C3LT":
         """Learn g and h on training images of the two classes (``train_c3lt``).
 
         ``x_query`` are images of the query class c, ``x_target`` of the CF class c'
@@ -391,10 +409,12 @@ class C3LT(Explainer):
         decision on each set.  An epoch pairs the two shuffled sets batch by batch
         and stops at the shorter one, as the official zip of two data loaders.
         ``cache`` (dataset, pair, profile, seed) makes a second call load the
-        weights instead of training.
+        weights instead of training.  ``assume_range``: as in
+        :meth:`~cflib.explainers.Explainer.explain`.
         """
-        check_images(x_query, "x_query")
-        check_images(x_target, "x_target")
+        self._check_precision()
+        check_images(x_query, "x_query", assume_range=assume_range)
+        check_images(x_target, "x_target", assume_range=assume_range)
         if x_query.shape[1:] != x_target.shape[1:]:
             raise ValueError(f"x_query {tuple(x_query.shape[1:])} and x_target "
                              f"{tuple(x_target.shape[1:])} images differ in shape")
@@ -589,10 +609,14 @@ class C3LT(Explainer):
 class C3LTReconstruction(C3LT):
     """``C3LT (reconstruction)``: ``G(E(x))`` itself, the C3LT pipeline without the
     mapping.  A reference row: its proximity is what the encoder and generator alone
-    change, so a reader sees how much of C3LT's change is the mapping."""
+    change, so a reader sees how much of C3LT's change is the mapping.
+
+    Half precision: runs float16 / bfloat16 networks (a forward pass: the batch is cast
+    to the encoder's dtype, the images come back in the classifier's)."""
 
     name = "C3LT (reconstruction)"
     needs_fit = False
+    half_precision = True
 
     def fit(self, *args, **kwargs) -> "C3LTReconstruction":
         """Nothing to learn: G and E are pretrained."""
@@ -605,7 +629,8 @@ class C3LTReconstruction(C3LT):
         out = torch.empty_like(x)
         with torch.no_grad():
             for i in range(0, len(x), bs):
-                out[i:i + bs] = G(self.encoder(x[i:i + bs]))
+                # the encoder's dtype in, the classifier's out (no-op casts in float32)
+                out[i:i + bs] = G(self.encoder(x[i:i + bs].to(model_dtype(self.encoder))))
         return out
 
 

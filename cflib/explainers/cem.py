@@ -58,6 +58,10 @@ then covers the same fraction of the pixel range.  Hence ``beta = 0.2`` and
 ``c_init = 40`` here.  ``kappa`` is a logit margin and does not depend on the pixel
 scale (the reference code's default is 0, its published examples use 10, alibi's
 docs 0 to 0.2; we use 0.1).
+
+Half precision: a float16 / bfloat16 model (and autoencoder, of the same dtype) runs in
+its own dtype, the FISTA iterates included (no optimiser state: the steps are the
+gradient's, clipped, and the shrinkage).
 """
 from __future__ import annotations
 

@@ -50,6 +50,10 @@ on MNIST) and nothing forces it.  ``explain`` records in ``meta`` the number of 
 per image (``n_edits``, and their mean ``mean_edits``), the feature-level success
 (``feature_success``, mean ``feature_validity``) and the chosen pool image
 (``distractor``).
+
+Half precision: a float16 / bfloat16 classifier runs in its own dtype (the pool's
+features, the search's candidates and the pasted images are in it); the search is
+greedy and keeps no optimiser state, so nothing is kept in float32.
 """
 from __future__ import annotations
 
@@ -58,7 +62,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from cflib.explainers.base import Explainer, ExplainerConfig, check_images
+from cflib.explainers.base import Explainer, ExplainerConfig, check_images, model_dtype
 from cflib.progress import progress
 from cflib.scopes import frozen
 
@@ -107,19 +111,21 @@ class CVE(Explainer):
     # -- the distractor pool ---------------------------------------------------------------
 
     @torch.no_grad()
-    def fit(self, x_pool: torch.Tensor, y_pool) -> "CVE":
+    def fit(self, x_pool: torch.Tensor, y_pool, *, assume_range: bool = False) -> "CVE":
         """Keep the pool of candidate distractors: images whose label the classifier
-        also predicts (a distractor is an image the system predicts as ``c'``)."""
-        check_images(x_pool, "x_pool")
+        also predicts (a distractor is an image the system predicts as ``c'``), in the
+        classifier's dtype.  ``assume_range``: as in
+        :meth:`~cflib.explainers.Explainer.explain`."""
+        check_images(x_pool, "x_pool", assume_range=assume_range)
         y_pool = torch.as_tensor(y_pool).long().flatten()
         if len(y_pool) != len(x_pool):
             raise ValueError(f"x_pool has {len(x_pool)} images but y_pool {len(y_pool)} labels")
-        dev = self.device
+        dev, dt = self.device, model_dtype(self.classifier)
         feats, preds = [], []
         bs = self.config.batch_size
         with frozen(self.classifier):
             for i in range(0, len(x_pool), bs):
-                f = self.classifier.features(x_pool[i:i + bs].to(dev))
+                f = self.classifier.features(x_pool[i:i + bs].to(dev, dt))
                 feats.append(f)
                 preds.append(self.classifier.classify_features(f).argmax(1))
         feats, preds = torch.cat(feats), torch.cat(preds)
@@ -129,7 +135,7 @@ class CVE(Explainer):
                              "pass correctly classified images of the target class to fit()")
         return self._adopt(self._new_record({
             "pool_index": keep.cpu(),              # row in the x_pool given to fit()
-            "pool_x": x_pool[keep.cpu()].to(dev),
+            "pool_x": x_pool[keep.cpu()].to(dev, dt),
             "pool_y": y_pool[keep.cpu()].to(dev),
             "pool_f": feats[keep],                 # the classifier's features of the pool
         }), check=False)
@@ -283,7 +289,8 @@ class CVE(Explainer):
             return self._windows[1]
         clf, dev = self.classifier, self.device
         g = torch.Generator().manual_seed(0)
-        x = (torch.rand((8,) + tuple(image_shape), generator=g) * 2 - 1).to(dev).requires_grad_(True)
+        x = (torch.rand((8,) + tuple(image_shape), generator=g) * 2 - 1).to(
+            dev, model_dtype(clf)).requires_grad_(True)
         with torch.enable_grad(), frozen(clf):
             f = clf.features(x)
             _, _, h, w = f.shape

@@ -43,6 +43,12 @@ of them by the candidate chosen on a validation pair that no table uses
 (chosen on validation data; the book's protocol notes say how).
 
 Inference is one batched forward pass of the generator of the target class.
+
+Half precision: ExplainGAN's own generators and discriminator are trained and run in
+float32 whatever the classifier's dtype (Adam on float16 weights loses the small
+updates; the networks are ExplainGAN's, not the caller's); a float16 / bfloat16
+classifier runs in its own dtype on the composites cast to it, its loss is taken in
+float32, and the counterfactuals are returned in the classifier's dtype.
 """
 from __future__ import annotations
 
@@ -52,7 +58,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cflib.explainers.base import Explainer, ExplainerConfig, check_images, n_classes_of, predict
+from cflib.explainers.base import (
+    Explainer,
+    ExplainerConfig,
+    check_images,
+    model_dtype,
+    n_classes_of,
+    predict,
+    working,
+)
 from cflib.progress import progress
 from cflib.scopes import seeded
 
@@ -204,7 +218,7 @@ class ExpGAN(Explainer):
 
     # ---------------------------------------------------------------- training
     def fit(self, x_query: torch.Tensor, x_target: torch.Tensor, pair=None,
-            cache: dict | None = None) -> "ExpGAN":
+            cache: dict | None = None, *, assume_range: bool = False) -> "ExpGAN":
         """Train (or load from the weight cache) the generators and discriminator.
 
         ``x_query`` / ``x_target``: training images of the query and target class.
@@ -213,10 +227,11 @@ class ExpGAN(Explainer):
         then grouped by the classifier's decision between ``q`` and ``t``
         (ExplainGAN explains the classifier's decisions, not the labels).
         ``cache``: dataset, pair, profile, seed, ... of the weight cache (None:
-        train without caching).
+        train without caching).  ``assume_range``: as in
+        :meth:`~cflib.explainers.Explainer.explain`.
         """
-        check_images(x_query, "x_query")
-        check_images(x_target, "x_target")
+        check_images(x_query, "x_query", assume_range=assume_range)
+        check_images(x_target, "x_target", assume_range=assume_range)
         shape = tuple(x_query.shape[1:])
         if tuple(x_target.shape[1:]) != shape:
             raise ValueError(f"x_query {shape} and x_target {tuple(x_target.shape[1:])} "
@@ -232,7 +247,8 @@ class ExpGAN(Explainer):
         if q == t or not (0 <= q < k and 0 <= t < k):
             raise ValueError(f"pair ({q}, {t}) must be two different classes in 0..{k - 1}"
                              + ("; pass pair=(query, target) to fit()" if q == t else ""))
-        x = torch.cat([x_query.detach().cpu(), x_target.detach().cpu()])
+        # ExplainGAN's networks train in float32 (module docstring)
+        x = torch.cat([x_query.detach().cpu(), x_target.detach().cpu()]).to(torch.float32)
         # the classifier's decision between the two classes: 0 -> q, 1 -> t
         side = predict(self.classifier, x)[:, [q, t]].argmax(1).cpu()
 
@@ -297,7 +313,8 @@ class ExpGAN(Explainer):
 
         # generators
         loss_gan = _bce(disc(fakes).gather(1, fake_cls[:, None]), True)
-        logits = self.classifier(comp)
+        # the classifier in its own dtype (a no-op cast for a float32 one)
+        logits = working(self.classifier(comp.to(model_dtype(self.classifier))))
         loss_cls = F.cross_entropy(logits, classes[other])
         loss_rec = F.mse_loss(x_rec, xb)
         loss_const = (((1 - m) * (x_tr - xb)) ** 2).mean()
@@ -317,17 +334,25 @@ class ExpGAN(Explainer):
                 "mask_mean": m.mean().item(), "valid": acc.item()}
 
     # ---------------------------------------------------------------- inference
-    @torch.no_grad()
-    def transform(self, x: torch.Tensor, target) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(composite, transformed image, mask) of ``x`` towards ``target`` (q or t)."""
+    def transform(self, x: torch.Tensor, target, *, assume_range: bool = False
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(composite, transformed image, mask) of ``x`` towards ``target`` (q or t), in
+        float32 (ExplainGAN's networks); ``assume_range``: as in
+        :meth:`~cflib.explainers.Explainer.explain`."""
         if self.net is None:
             raise RuntimeError("ExpGAN must be fitted first: call fit() before explain()")
-        check_images(x)
+        check_images(x, assume_range=assume_range)
+        return self._transform(x, target)
+
+    @torch.no_grad()
+    def _transform(self, x: torch.Tensor, target):
+        if self.net is None:
+            raise RuntimeError("ExpGAN must be fitted first: call fit() before explain()")
         if tuple(x.shape[1:]) != self.image_shape:
             raise ValueError(f"this ExpGAN was trained on {self.image_shape} images, got "
                              f"{tuple(x.shape[1:])}")
         q, t = self.pair
-        x = x.to(self.device)
+        x = x.to(self.device, next(self.net.parameters()).dtype)
         target = torch.as_tensor(target, device=x.device).long()
         if target.dim() == 0:
             target = target.expand(len(x))
@@ -351,6 +376,7 @@ class ExpGAN(Explainer):
         return comp, x_tr, mask
 
     def _generate(self, x, target, query, generator):
-        # deterministic: ExplainGAN's counterfactual is a forward pass, no sampling
-        return self.transform(x, target)[0]
+        # deterministic: ExplainGAN's counterfactual is a forward pass, no sampling; the
+        # batch was checked by explain(), and comes back in the classifier's dtype
+        return self._transform(x, target)[0].to(x.dtype)
 

@@ -129,6 +129,10 @@ class LatentRecourse(Explainer):
     ``explain`` returns, in ``meta``: ``delta``
     (N, d), ``cost`` (N,), ``target_loss`` (N,) and ``latent``.  :meth:`solve` runs the
     same search without touching the global RNG (the QAT teacher).
+
+    Half precision: a float16 / bfloat16 classifier and autoencoder (of one dtype) run in
+    it, the latent action included: the search takes plain gradient steps, with no
+    optimiser state that float16 could lose.
     """
 
     name = "Latent PGD"
@@ -225,16 +229,17 @@ class LatentRecourse(Explainer):
         return LatentSolution(*(torch.cat([getattr(p, k) for p in parts])
                                 for k in ("x_cf", "delta", "success", "cost", "target_loss")))
 
-    def solve(self, x: torch.Tensor, target, generator: torch.Generator | None = None
-              ) -> LatentSolution:
+    def solve(self, x: torch.Tensor, target, generator: torch.Generator | None = None, *,
+              assume_range: bool = False) -> LatentSolution:
         """The search on ``x`` towards ``target``, without seeding anything.
 
         The networks are frozen for the call (restored after).  Restart noise comes from
         ``generator``, or the global RNG when it is None; with one restart (the teacher)
         no randomness is drawn at all, so a QAT loop that calls this keeps its own
         random stream: a teacher inside a training loop must not reseed it.
+        ``assume_range``: as in :meth:`~cflib.explainers.Explainer.explain`.
         """
-        check_images(x)
+        check_images(x, assume_range=assume_range)
         with frozen(*self._caller_networks()), torch.no_grad():
             x = x.to(self.device)
             n_classes = self.classifier(x[:1]).shape[1]

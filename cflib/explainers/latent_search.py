@@ -60,6 +60,9 @@ class LatentSearch(Explainer):
 
     name = "Latent search"
     Config = LatentSearchConfig
+    #: a float16 / bfloat16 generator is refused: the search's Adam on the code and its
+    #: distance are float32, as C3LT's mappings (whose generator it shares)
+    half_precision = False
 
     def __init__(self, classifier: nn.Module, config: LatentSearchConfig | None = None, *,
                  generator: nn.Module, encoder: nn.Module, **kwargs):

@@ -4,6 +4,8 @@
   what the best counterfactual could look like to a realism metric (IM1, FID, ...);
 * ``Query (unchanged)`` (ours): the query itself, no change at all, what a metric
   gives an image that has not moved towards the target.
+
+Both return their images in the classifier's dtype (float16 / bfloat16 included).
 """
 from __future__ import annotations
 
@@ -26,9 +28,12 @@ class OriginalData(Explainer):
     Config = OriginalDataConfig
     needs_fit = True
 
-    def fit(self, x_real: torch.Tensor, y_real: torch.Tensor) -> "OriginalData":
-        """Keep the pool of real images (e.g. the test split) to draw from."""
-        check_images(x_real, "x_real")
+    def fit(self, x_real: torch.Tensor, y_real: torch.Tensor, *,
+            assume_range: bool = False) -> "OriginalData":
+        """Keep the pool of real images (e.g. the test split) to draw from; they are
+        returned in the classifier's dtype.  ``assume_range``: as in
+        :meth:`~cflib.explainers.Explainer.explain`."""
+        check_images(x_real, "x_real", assume_range=assume_range)
         y_real = torch.as_tensor(y_real).long().flatten()
         if len(y_real) != len(x_real):
             raise ValueError(f"x_real has {len(x_real)} images but y_real {len(y_real)} labels")
@@ -54,7 +59,7 @@ class OriginalData(Explainer):
             replace = len(pool) < len(rows)
             pick = (torch.randint(len(pool), (len(rows),), generator=g) if replace
                     else torch.randperm(len(pool), generator=g)[:len(rows)])
-            out[rows] = self.pool_x[pool[pick]].to(x.device)
+            out[rows] = self.pool_x[pool[pick]].to(x.device, x.dtype)   # the model's dtype
         return out
 
 

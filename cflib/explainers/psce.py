@@ -32,6 +32,12 @@ Every iterate is checked; the feasible one with the smallest objective
 is returned (the last iterate when none is feasible; the ``success`` mask then shows
 whether it still reaches the target).  An image that is feasible at the end of an
 outer round and whose best objective improved by less than ``tol`` (relative) stops.
+
+Half precision: a float16 / bfloat16 model (and autoencoder) runs in its own dtype on a
+cast of the iterate; the objective, the constraints, the multipliers and the penalty
+(whose square grows past float16's range as rho doubles) are in float32, and Adam
+updates a float32 master copy of the image with float32 moments
+(:mod:`cflib.explainers._posterior`); the result is cast to the model's dtype.
 """
 from __future__ import annotations
 
@@ -41,8 +47,8 @@ from dataclasses import dataclass
 
 import torch
 
-from cflib.explainers._posterior import RowAdam, forward_rows, l1, posterior_probs
-from cflib.explainers.base import X_MAX, X_MIN, AutoencoderExplainer, ExplainerConfig
+from cflib.explainers._posterior import RowAdam, forward_rows, l1, master, posterior_probs
+from cflib.explainers.base import X_MAX, X_MIN, AutoencoderExplainer, ExplainerConfig, working
 from cflib.progress import progress
 
 
@@ -100,9 +106,9 @@ class PSCE(AutoencoderExplainer):
         eps_in = cfg.epsilon * (1 - cfg.margin)
         c1 = math.log(delta_in) - mean.clamp_min(1e-30).log()
         c2 = (var - eps_in) / eps_in
-        f = l1(z, x0)
+        f = l1(working(z), working(x0))
         if self.autoencoder is not None and cfg.gamma > 0:
-            f = f + cfg.gamma * (z - self._reconstruct(z, t)).pow(2).flatten(1).sum(1)
+            f = f + cfg.gamma * working(z - self._reconstruct(z, t)).pow(2).flatten(1).sum(1)
         feasible = (mean >= cfg.delta) & (var <= cfg.epsilon) & (
             p.mean(0).argmax(1) == t)
         return f, c1, c2, feasible
@@ -120,24 +126,26 @@ class PSCE(AutoencoderExplainer):
     def _search(self, x, t):
         cfg = self.config
         n = len(x)
-        z = x.clone()
-        best = x.clone()
-        best_f = torch.full((n,), float("inf"), device=x.device)
-        mu1 = torch.zeros(n, device=x.device)
-        mu2 = torch.zeros(n, device=x.device)
-        rho = torch.full((n,), float(cfg.rho), device=x.device)
+        z = master(x)                 # what Adam updates; the model sees z.to(x.dtype)
+        best = master(x)
+        # objective values, multipliers and penalties in the master copy's dtype
+        kw = dict(device=x.device, dtype=z.dtype)
+        best_f = torch.full((n,), float("inf"), **kw)
+        mu1 = torch.zeros(n, **kw)
+        mu2 = torch.zeros(n, **kw)
+        rho = torch.full((n,), float(cfg.rho), **kw)
         opt = RowAdam(z, cfg.lr)
         active = torch.arange(n, device=x.device)
         for _ in progress(range(cfg.outer_iters), desc=f"{self.name} rounds"):
             before = best_f.clone()
             for _ in range(cfg.inner_steps + 1):
                 fw, sel = forward_rows(active, n, cfg.compact)
-                zf = z[fw].requires_grad_(True)
+                zf = z[fw].to(x.dtype).requires_grad_(True)
                 f, c1, c2, feas = (v[sel] for v in self._terms(zf, x[fw], t[fw]))
                 with torch.no_grad():   # keep the best feasible iterate seen so far
                     better = feas & (f < best_f[active])
                     rows = active[better]
-                    best[rows] = zf.detach()[sel][better]
+                    best[rows] = zf.detach()[sel][better].to(best.dtype)
                     best_f[rows] = f.detach()[better]
                 if _ == cfg.inner_steps:   # the extra pass only evaluates the last step
                     break
@@ -159,4 +167,4 @@ class PSCE(AutoencoderExplainer):
                 break
         never = ~torch.isfinite(best_f)
         best[never] = z[never].detach()
-        return best
+        return best.to(x.dtype)

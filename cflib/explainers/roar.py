@@ -20,6 +20,11 @@ same delta (one per image, ||delta||_inf <= 0.01) shifts the last layer of all S
 samples, and the loss is the cross-entropy of the posterior-averaged prediction.
 The first-order inner solution is then exact in the logits (they are linear in the
 last layer) and approximate in the loss, exactly as in CARLA.
+
+Half precision: a float16 / bfloat16 model runs in its own dtype (the features, the
+last layer and its perturbation are in it); the loss is taken in float32 and Adam
+updates a float32 master copy of the image with float32 moments (as Wachter's search,
+:mod:`cflib.explainers._posterior`); the result is cast to the model's dtype.
 """
 from __future__ import annotations
 
@@ -27,8 +32,8 @@ from dataclasses import dataclass
 
 import torch
 
-from cflib.explainers._posterior import RowAdam, forward_rows, head_inputs, l1
-from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
+from cflib.explainers._posterior import RowAdam, forward_rows, head_inputs, l1, master
+from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig, working
 from cflib.progress import progress
 
 
@@ -59,31 +64,32 @@ class ROAR(Explainer):
 
     def _search(self, x, t):
         cfg = self.config
-        z = x.clone()
+        z = master(x)                 # what Adam updates; the model sees z.to(x.dtype)
         opt = RowAdam(z, cfg.lr)
         active = torch.arange(len(x), device=x.device)
-        prev = torch.zeros(len(x), device=x.device)   # CARLA starts from loss 0
+        prev = torch.zeros(len(x), device=x.device, dtype=z.dtype)   # CARLA starts from loss 0
         for _ in progress(range(cfg.max_iter), desc=self.name):
             fw, sel = forward_rows(active, len(x), cfg.compact)
-            zf = z[fw].requires_grad_(True)
+            zf = z[fw].to(x.dtype).requires_grad_(True)
             tf = t[fw]
             h, w, b = head_inputs(self.classifier, zf, cfg.n_samples)
             n, k = len(fw), w.shape[1]
             # inner max: first-order worst case of the last layer within the box
-            dw = torch.zeros(n, k, h.shape[-1], device=z.device, requires_grad=True)
-            db = torch.zeros(n, k, device=z.device, requires_grad=True)
+            dw = torch.zeros(n, k, h.shape[-1], device=z.device, dtype=h.dtype,
+                             requires_grad=True)
+            db = torch.zeros(n, k, device=z.device, dtype=h.dtype, requires_grad=True)
             base = torch.matmul(h, w.transpose(1, 2)) + b.unsqueeze(1)
 
             def ce(dw_, db_):
                 logits = base + torch.einsum("snj,nkj->snk", h, dw_) + db_.unsqueeze(0)
-                p = torch.softmax(logits, dim=-1).mean(0)
+                p = torch.softmax(working(logits), dim=-1).mean(0)
                 return -p.gather(1, tf[:, None]).squeeze(1).clamp_min(1e-30).log()
 
             gw, gb = torch.autograd.grad(ce(dw, db)[sel].sum(), (dw, db), retain_graph=True)
             dw_star = cfg.delta_max * gw.sign()
             db_star = cfg.delta_max * gb.sign()
             # outer min at the worst case (delta* fixed)
-            loss = (ce(dw_star, db_star) + cfg.lambda_ * l1(zf, x[fw]))[sel]
+            loss = (ce(dw_star, db_star) + cfg.lambda_ * l1(working(zf), working(x[fw])))[sel]
             (grad,) = torch.autograd.grad(loss.sum(), zf)
             opt.step(z, grad[sel], active)
             z[active] = z[active].clamp(X_MIN, X_MAX)
@@ -93,4 +99,4 @@ class ROAR(Explainer):
             active = active[moving]
             if len(active) == 0:
                 break
-        return z.detach()
+        return z.detach().to(x.dtype)

@@ -20,6 +20,10 @@ Two details differ from the reference code and are stated in the chapter: pixels
 already sit at the bound the gradient points to are skipped (the code spends an
 iteration "changing" them by zero), and ``pixels_per_iter`` > 1 (default 1, the
 paper's value) changes several of the most salient pixels per iteration.
+
+Half precision: a float16 / bfloat16 model runs in its own dtype, the image included
+(each change is a fixed step of 0.4, which float16 holds); the probabilities are taken
+in float32 (:func:`cflib.explainers._posterior.posterior_probs`).
 """
 from __future__ import annotations
 

@@ -19,6 +19,12 @@ then valid stop; the others continue from where they are with lambda multiplied 
   method, blind to the posterior.
 - :class:`BayesCF` uses the same objective and search on the posterior-averaged
   prediction p(y | x') = mean over S samples of softmax, as in Duell & Fan (2026).
+
+Half precision: a float16 / bfloat16 model runs in its own dtype on a cast of the
+iterate, while Adam updates a float32 master copy of it with float32 moments and the
+loss is taken in float32 (see :mod:`cflib.explainers._posterior`); the result is the
+master copy cast to the model's dtype.  On float32 and float64 models the master copy
+is the iterate itself.
 """
 from __future__ import annotations
 
@@ -33,8 +39,9 @@ from cflib.explainers._posterior import (
     forward_rows,
     l1,
     log_mean_prob,
+    master,
 )
-from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig
+from cflib.explainers.base import X_MAX, X_MIN, Explainer, ExplainerConfig, working
 from cflib.progress import progress
 
 
@@ -67,17 +74,17 @@ class Wachter(Explainer):
     Config = WachterConfig
 
     def _log_probs(self, z: torch.Tensor) -> torch.Tensor:
-        return F.log_softmax(deterministic_logits(self.classifier, z), dim=-1)
+        return F.log_softmax(working(deterministic_logits(self.classifier, z)), dim=-1)
 
     def _loss_terms(self, z, x0, t):
         logp = self._log_probs(z)
         logp_t = logp.gather(1, t[:, None]).squeeze(1)
         pred_loss = -logp_t if self.config.loss == "ce" else (logp_t.exp() - 1) ** 2
-        return pred_loss, l1(z, x0), logp.argmax(1) == t
+        return pred_loss, l1(working(z), working(x0)), logp.argmax(1) == t
 
     def _search(self, x, t):
         cfg = self.config
-        z = x.clone()
+        z = master(x)                 # what Adam updates; the model sees z.to(x.dtype)
         lam = torch.full((len(x),), float(cfg.lam_init), device=x.device)
         opt = RowAdam(z, cfg.lr)
         active = torch.arange(len(x), device=x.device)
@@ -85,7 +92,7 @@ class Wachter(Explainer):
             opt.reset(active)
             for _ in range(cfg.steps):
                 fw, sel = forward_rows(active, len(x), cfg.compact)
-                zf = z[fw].requires_grad_(True)
+                zf = z[fw].to(x.dtype).requires_grad_(True)
                 pred_loss, dist, _ = self._loss_terms(zf, x[fw], t[fw])
                 loss = (lam[active] * pred_loss[sel] + dist[sel]).sum()
                 (grad,) = torch.autograd.grad(loss, zf)
@@ -93,12 +100,12 @@ class Wachter(Explainer):
                 z[active] = z[active].clamp(X_MIN, X_MAX)
             with torch.no_grad():
                 fw, sel = forward_rows(active, len(x), cfg.compact)
-                _, _, valid = self._loss_terms(z[fw], x[fw], t[fw])
+                _, _, valid = self._loss_terms(z[fw].to(x.dtype), x[fw], t[fw])
             active = active[~valid[sel]]
             if len(active) == 0:
                 break
             lam[active] *= cfg.lam_factor
-        return z.detach()
+        return z.detach().to(x.dtype)
 
 class BayesCF(Wachter):
     """Wachter's objective and lambda search on the posterior-averaged prediction."""

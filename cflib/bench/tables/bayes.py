@@ -48,7 +48,7 @@ from torch import nn
 
 from cflib.bench import catalog, zoo
 from cflib.bench.choices import IM_CLASS_AE
-from cflib.bench.data import canonical_dataset, load_split
+from cflib.bench.data import canonical_dataset, check_data, load_split
 from cflib.bench.profiles import get_profile
 from cflib.bench.results import CLASSIFIER, tidy
 from cflib.bench.runner import Table, evaluate
@@ -71,6 +71,7 @@ from cflib.metrics.robustness import (
     validity_under_perturbation,
 )
 from cflib.scopes import frozen
+from cflib.tensors import check_device
 
 log = logging.getLogger("cflib")
 
@@ -227,6 +228,7 @@ def check_models(models) -> list[str]:
 def bayes_model(dataset: str = "mnist", model: str = "mc_dropout", profile="standard",
                 seed: int = 0, device="cpu"):
     """The cached Bayesian classifier ``model`` of training seed ``seed``: (model, info)."""
+    check_device(device)
     check_models([model])
     return MODELS[model](dataset, profile, seed, device)
 
@@ -242,10 +244,14 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
     repeat] (on the CPU), "model_info": info, "curves": [rows (model, method, repeat,
     scale, validity)]}`` where the curves are validity on fresh posterior draws against
     the scale of weight noise.  ``model_and_info``: the classifier's ``(model, info)``
-    when the caller already has it (else it is loaded from the cache).
+    when the caller already has it (else it is loaded from the cache).  The device, the
+    arguments and the data files are checked first, before any network is loaded.
     """
+    check_device(device)
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
     methods = catalog.check_methods(methods)
+    check_models([model])
+    check_data([dataset])
     clf, info = model_and_info or bayes_model(dataset, model, prof, seeds.train, device)
     log.info("%s classifier: test accuracy %.4f", model, info.get("test_accuracy", float("nan")))
     x_train, y_train = load_split(dataset, "train")
@@ -391,10 +397,13 @@ class BayesRun:
 def run_bayesian_table(dataset: str = "mnist", models=tuple(MODELS), profile="standard",
                        seeds: Seeds = Seeds(), device="cpu", methods=BAYES_METHODS,
                        n_perturbations: int = 20, scales=DEFAULT_SCALES) -> BayesRun:
-    """Run :func:`run_bayesian` for every Bayesian classifier; returns a :class:`BayesRun`."""
+    """Run :func:`run_bayesian` for every Bayesian classifier; returns a :class:`BayesRun`.
+    The device, the arguments and the data files are checked before any network is loaded."""
+    check_device(device)
     models = check_models(models)
     methods = catalog.check_methods(methods)
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
+    check_data([dataset])
     rows, cfs, curves = [], {}, []
     for m in models:
         clf, info = bayes_model(dataset, m, prof, seeds.train, device)

@@ -17,7 +17,14 @@ import torch
 from torch import nn
 
 from cflib.bench import catalog, zoo
-from cflib.bench.data import CF_PAIRS, canonical_dataset, class_subset, load_split, pair_label
+from cflib.bench.data import (
+    CF_PAIRS,
+    canonical_dataset,
+    check_data,
+    class_subset,
+    load_split,
+    pair_label,
+)
 from cflib.bench.profiles import get_profile
 from cflib.bench.results import CLASSIFIER, tidy, with_pair_means
 from cflib.bench.runner import Table, evaluate
@@ -46,6 +53,7 @@ from cflib.metrics import (
 )
 from cflib.metrics.aupc import AUPCResult
 from cflib.metrics.spec import MetricSpec, register
+from cflib.tensors import check_device
 
 log = logging.getLogger("cflib")
 
@@ -258,11 +266,14 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
 
     Query images: ``n_images`` (default: the profile's) test images of the query class,
     drawn with the data seed; the networks are the training seed's.  Returns a
-    :class:`TableRun`.
+    :class:`TableRun`.  The device, the arguments and the data files are checked first,
+    before any network is loaded or trained.
     """
+    check_device(device)
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
     pairs = [catalog.check_pair(p, 10) for p in (pairs or CF_PAIRS[dataset])]
     methods = catalog.check_methods(methods or C3LT_METHODS)
+    check_data([dataset])
     n_images = n_images if n_images is not None else prof.c3lt.n_images
     classes = [c for p in pairs for c in p]
     models = load_eval_models(dataset, classes, prof, seeds.train, device)

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from cflib.bench import zoo
-from cflib.bench.data import canonical_dataset, load_split
+from cflib.bench.data import canonical_dataset, check_data, load_split
 from cflib.bench.profiles import get_profile
 from cflib.bench.results import tidy
 from cflib.bench.runner import Table, evaluate
@@ -90,7 +90,7 @@ from cflib.metrics.recourse import (
 from cflib.metrics.spec import MetricSpec, register
 from cflib.quantization.fake import check_bits
 from cflib.quantization.recipes import RECIPES, magnitude_prune
-from cflib.tensors import check_class, logits_on
+from cflib.tensors import check_class, check_device, logits_on
 
 log = logging.getLogger("cflib")
 
@@ -256,19 +256,6 @@ def check_methods(methods) -> list[str]:
     return out
 
 
-def check_device(device) -> torch.device:
-    """A torch device this machine has, or a ValueError naming the fix."""
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"cannot read device {device!r} ({err}); use device='cpu' or 'cuda'") \
-            from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={str(device)!r} but CUDA is not available on this machine; "
-                         "use device='cpu'")
-    return dev
-
-
 def check_train_seeds(train_seeds, n_seeds: int) -> list[int]:
     """The training seeds to run: a list of ints >= 0 (default ``0 .. n_seeds - 1``)."""
     if train_seeds is None:
@@ -309,18 +296,21 @@ def solver_config(profile, **overrides) -> LatentRecourseConfig:
 
 def check_arguments(dataset, profile, train_seeds, data_seed, device, methods, target):
     """Every argument of :func:`run_quant_table` checked, before anything is trained:
-    ``(dataset, profile, train_seeds, data_seed, device, methods, target)`` normalised."""
+    ``(dataset, profile, train_seeds, data_seed, device, methods, target)`` normalised.
+    The device comes first (:func:`cflib.tensors.check_device`), the data files
+    (:func:`cflib.bench.data.check_data`) before the first one is read."""
+    dev = check_device(device)
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
     methods = check_methods(methods)
     t = check_class(target, 10, "target")
     train_seeds = check_train_seeds(train_seeds, prof.quant.n_seeds)
     Seeds(train=0, data=data_seed)
-    dev = check_device(device)
     for m in set(methods) | {BASELINE}:
         zoo.recipe_config(m, prof)
     solver_config(prof)
     for b in prof.quant.sweep_bits:
         check_bits(b, "every quant.sweep_bits entry")
+    check_data([dataset])
     for s in train_seeds:
         zoo.quant_pool(dataset, prof, s)
     quant_queries(dataset, prof.quant.n_queries, t, Seeds(data=data_seed)("quant_queries"))
