@@ -66,6 +66,7 @@ stale: $(VENV)/.installed
 
 # the HTML book from the committed executed chapters only (Jupyter Book 1, execution off)
 html: $(VENV)/.installed
+	$(VENV)/bin/cflib verify
 	$(VENV)/bin/jupyter-book build . --quiet
 	@echo "Book: _build/html/index.html"
 

@@ -61,6 +61,12 @@ class Chapter:
     external: tuple[str, ...] = ()
     #: does the chapter write a results file (else it only reads others')
     writes: bool = True
+    #: the datasets its compute reads (checked before any kernel starts); a chapter with a
+    #: ``dataset`` parameter reads that one
+    data: tuple[str, ...] = ()
+
+    def datasets(self, params: dict) -> list[str]:
+        return [params["dataset"]] if params.get("dataset") else list(self.data)
 
     def read_patterns(self, profile: str) -> list[str]:
         return [r.format(chapter=self.name, profile=profile)
@@ -81,9 +87,9 @@ CHAPTERS: dict[str, Chapter] = {c.name: c for c in (
     Chapter("cross_dataset", "cross_dataset.py", "How the methods rank on the two datasets",
             reads=("mnist_eval.csv", "fashion_mnist_test.csv"), writes=False),
     Chapter("mnist_bayesian", "mnist_bayesian.py",
-            "Counterfactuals under Bayesian classifiers on MNIST"),
+            "Counterfactuals under Bayesian classifiers on MNIST", data=("mnist",)),
     Chapter("fashion_mnist_quant", "fashion_mnist_quant.py",
-            "Recourse under quantization on Fashion-MNIST"),
+            "Recourse under quantization on Fashion-MNIST", data=("fmnist",)),
     Chapter("performance", "performance.py", "How fast the methods run, batched and alone",
             reads=("mnist_eval.csv", "fashion_mnist_test.csv"),
             external=("performance.csv", "performance_machine.csv"), writes=False),

@@ -4,6 +4,7 @@
     cflib chapter NAME [--profile P] [--train-seed S] [--data-seed S] [--device D]
                   [-p NAME VALUE ...]
     cflib book [--rerun]                execute stale chapters (or all), build the HTML
+    cflib verify                        every committed results file matches its notebook
     cflib stale                         what each chapter needs: nothing, a re-render (its
                                         presentation changed), a re-execution (its compute
                                         changed), and why
@@ -60,6 +61,8 @@ def main(argv=None) -> None:
     bk.add_argument("--train-seed", type=int, default=0)
     bk.add_argument("--data-seed", type=int, default=0)
     sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
+    sub.add_parser("verify", help="refuse (exit 1) when a committed results file does not "
+                                  "match the notebook that wrote it")
     rf = sub.add_parser("refresh", help="copy a chapter's edited prose into its executed "
                                         "notebook and fill its discussion again (no run)")
     rf.add_argument("name", choices=list(CHAPTERS) + ["all"])
@@ -88,6 +91,12 @@ def main(argv=None) -> None:
     elif args.command == "stale":
         for name in CHAPTERS:
             print(f"{name}: {digests.staleness(name).describe(limit=100)}")
+    elif args.command == "verify":
+        try:
+            digests.refuse_unmatched(CHAPTERS)
+        except ValueError as err:
+            raise SystemExit(str(err)) from None
+        print("every committed results file matches the notebook that wrote it")
     elif args.command == "refresh":
         for name in (list(CHAPTERS) if args.name == "all" else [args.name]):
             print(f"{name}: prose refreshed -> {assemble.refresh_prose(name)}")

@@ -139,6 +139,10 @@ def prepare(chapter: str, profile: str = "standard", device: str = "cpu", train_
                           "data_seed": data_seed})
     params = check(ch, {**run, **(extra or {})})
     check_all()                  # every environment variable cflib reads, before any work
+    if mode == "compute" and ch.datasets(params):
+        from cflib.bench.data import check_data
+
+        check_data(ch.datasets(params))       # a missing data root: before any kernel
     nb_dir, res_dir = output_dirs(ch, params)
     nb_dir, res_dir = Path(out_dir or nb_dir), Path(results_dir or res_dir)
     for d in (nb_dir, res_dir):

@@ -1,0 +1,95 @@
+"""The book's identities, checked on every committed C3LT results file (and on whatever a
+smoke run writes, through ``check_c3lt_identities``): what must hold whatever the
+numbers are, so that a broken runner cannot pass.
+
+* ``COUT = AUPC_target - AUPC_query`` on every row;
+* every ``mean over pairs`` row is the mean of its pair rows, for every metric;
+* ``Query (unchanged)`` moves nothing: proximity 0, validity 0 (a query already in its
+  target is never a success);
+* ``Original Data`` (real test images of the target class, by label, as the paper's row):
+  its validity is the classifier's accuracy on real target images, so it is at least the
+  floor below on every pair, and its proximity is not 0;
+* the classifier is accurate (above a floor), validity and budget shares are shares.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cflib.bench.results import read_results
+
+ROOT = Path(__file__).resolve().parents[1]
+C3LT_FILES = [p for p in (ROOT / "results" / "mnist_eval.csv",
+                          ROOT / "results" / "fashion_mnist_test.csv") if p.exists()]
+#: real target-class test images the C3LT CNN assigns to their class, at least (the
+#: hardest target of the tables is Fashion-MNIST's Shirt)
+REAL_VALIDITY_FLOOR = {"smoke": 0.2, "standard": 0.5, "paper": 0.5}
+ACCURACY_FLOOR = {"smoke": 0.5, "standard": 0.85, "paper": 0.85}
+
+
+def check_c3lt_identities(df: pd.DataFrame) -> None:
+    """Assert every identity of a C3LT results table (raises AssertionError naming it)."""
+    profile = str(df["profile"].iloc[0])
+    per_pair = df[(df["pair"] != "") & (df["aggregate"] == "")]
+    wide = per_pair.groupby(["method", "variant", "pair", "metric"])["value"].first().unstack()
+    cout = wide["COUT"] - (wide["AUPC_target"] - wide["AUPC_query"])
+    assert cout.abs().max() < 1e-5, f"COUT != AUPC_target - AUPC_query: {cout.abs().max()}"
+    means = df[df["aggregate"] == "mean over pairs"]
+    got = means.groupby(["method", "variant", "metric"])["value"].first()
+    want = per_pair.groupby(["method", "variant", "metric"])["value"].mean()
+    both = pd.concat([got, want], axis=1, keys=["got", "want"]).dropna()
+    assert len(both) == len(got), "a mean-over-pairs row has no pair rows"
+    gap = (both["got"] - both["want"]).abs()
+    assert gap.max() < 1e-9, f"mean over pairs != mean of pairs: {gap.idxmax()}"
+    unchanged = wide.xs("Query (unchanged)", level="method")
+    assert (unchanged["Proximity"] == 0).all() and (unchanged["Validity"] == 0).all()
+    real = wide.xs("Original Data", level="method")
+    assert (real["Validity"] >= REAL_VALIDITY_FLOOR[profile]).all(), real["Validity"]
+    assert (real["Proximity"] > 0).all()
+    for metric in ("Validity", "Validity (independent classifier)"):
+        if metric in wide:
+            v = wide[metric].dropna()
+            assert ((v >= 0) & (v <= 1)).all(), metric
+    if "Budget_fraction" in wide:
+        assert (wide["Budget_fraction"].dropna() > 0).all()
+    acc = df.loc[df["method"] == "Classifier", "value"]
+    assert len(acc) == 1 and float(acc.iloc[0]) >= ACCURACY_FLOOR[profile], acc
+
+
+@pytest.mark.parametrize("path", C3LT_FILES, ids=lambda p: p.stem)
+def test_the_committed_c3lt_tables_hold_the_identities(path):
+    check_c3lt_identities(read_results(path))
+
+
+def _table() -> pd.DataFrame:
+    df = read_results(C3LT_FILES[0]) if C3LT_FILES else None
+    if df is None:
+        pytest.skip("no committed C3LT results")
+    return df
+
+
+def test_the_identity_check_catches_a_wrong_cout():
+    df = _table().copy()
+    i = df.index[(df["metric"] == "COUT") & (df["pair"] != "")][0]
+    df.loc[i, "value"] += 0.1
+    with pytest.raises(AssertionError, match="COUT"):
+        check_c3lt_identities(df)
+
+
+def test_the_identity_check_catches_a_wrong_mean():
+    df = _table().copy()
+    i = df.index[(df["aggregate"] == "mean over pairs") & (df["metric"] == "IM1")][0]
+    df.loc[i, "value"] *= 1.01
+    with pytest.raises(AssertionError, match="mean over pairs"):
+        check_c3lt_identities(df)
+
+
+def test_the_identity_check_catches_a_moved_unchanged_query():
+    df = _table().copy()
+    i = df.index[(df["method"] == "Query (unchanged)") & (df["metric"] == "Validity")
+                 & (df["pair"] != "") & (df["aggregate"] == "")][0]
+    df.loc[i, "value"] = 0.01
+    with pytest.raises(AssertionError):
+        check_c3lt_identities(df)
