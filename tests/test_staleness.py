@@ -1,0 +1,184 @@
+"""What decides rebuilding, unit-tested on a scratch project: a toy chapter (setup, compute
+and presentation cells), a compute module, a presentation module, a results file it reads
+and an output it wrote, recorded as a run records them (``input_digests`` /
+``output_digests``); then each kind of edit, and what ``staleness`` makes of it."""
+from __future__ import annotations
+
+import textwrap
+
+import nbformat
+import pytest
+
+from cflib.book import chapters
+from cflib.book.runs import digests
+
+SOURCE = textwrap.dedent('''\
+    # ---
+    # jupyter:
+    #   jupytext:
+    #     text_representation:
+    #       extension: .py
+    #       format_name: percent
+    # ---
+
+    # %% [markdown]
+    # # A toy chapter
+    #
+    # Its prose.
+
+    # %% tags=["parameters"]
+    profile: str = "smoke"   # the profile
+
+    # %% tags=["setup"]
+    n = 3
+
+    # %% tags=["compute"]
+    saved = [n] * n
+
+    # %%
+    print(saved)
+    ''')
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A scratch project with the toy chapter recorded as freshly run."""
+    root = tmp_path
+    (root / "notebooks").mkdir()
+    (root / "notebooks" / "toy.py").write_text(SOURCE)
+    for rel, text in {"cflib/bench/toy_compute.py": '"""doc"""\nX = 1\n',
+                      "cflib/book/report/toy_present.py": '"""doc"""\nY = 1\n'}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    res = root / "results"
+    (res / "tuning").mkdir(parents=True)
+    (res / "tuning" / "evidence.csv").write_text("a,b\n1,2\n")
+    (res / "toy.csv").write_text("metric,value\nIM1,0.5\n")
+    folder = root / "book" / "chapters"
+    folder.mkdir(parents=True)
+    data = root / "data"
+    (data / "MNIST" / "raw").mkdir(parents=True)
+    (data / "MNIST" / "raw" / "t10k").write_bytes(b"images")
+    monkeypatch.setenv("CFLIB_DATA", str(data))
+    monkeypatch.setattr(chapters, "NOTEBOOKS", root / "notebooks")
+    monkeypatch.setattr(digests, "PROJECT_ROOT", root)
+    import cflib.book.runs.paths as paths
+
+    monkeypatch.setattr(paths, "PROJECT_ROOT", root)
+    monkeypatch.setattr(paths, "rel", lambda p: str(p.resolve().relative_to(root.resolve()))
+                        if str(p.resolve()).startswith(str(root.resolve())) else str(p))
+    monkeypatch.setattr(digests, "rel", paths.rel)
+    monkeypatch.setattr("cflib.book.runs.notebook.discussion_template", lambda ch: "")
+    monkeypatch.setattr(digests, "discussion_template", lambda ch: "")
+    ch = chapters.Chapter("toy", "toy.py", "A toy chapter")
+    params = {"profile": "smoke"}
+
+    def record():
+        mods = [root / "cflib/bench/toy_compute.py", root / "cflib/book/report/toy_present.py"]
+        outputs = digests.output_digests(res, ["toy.csv"])
+        inputs = digests.input_digests(ch, params, mods, ["MNIST/raw/t10k"],
+                                       [str(res / "tuning" / "evidence.csv"), str(res / "toy.csv")],
+                                       res, outputs)
+        nb = nbformat.v4.new_notebook()
+        nb.metadata["cflib"] = {"format": digests.FORMAT, "inputs": inputs, "outputs": outputs}
+        nbformat.write(nb, folder / "toy.ipynb")
+
+    record()
+    return {"root": root, "ch": ch, "params": params, "folder": folder, "res": res,
+            "record": record}
+
+
+def _st(p, params=None):
+    return digests.staleness(p["ch"], params or p["params"], p["folder"], p["res"])
+
+
+def _edit(path, old, new):
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_a_freshly_recorded_chapter_is_fresh(project):
+    st = _st(project)
+    assert st.kind == "fresh", st
+
+
+def test_a_docstring_or_comment_edit_is_no_reason(project):
+    f = project["root"] / "cflib/bench/toy_compute.py"
+    _edit(f, '"""doc"""', '"""another docstring"""\n# and a comment')
+    assert _st(project).kind == "fresh"
+
+
+def test_a_compute_module_edit_means_re_executing(project):
+    _edit(project["root"] / "cflib/bench/toy_compute.py", "X = 1", "X = 2")
+    st = _st(project)
+    assert st.kind == "compute" and st.compute == ["cflib/bench/toy_compute.py changed"]
+
+
+def test_a_presentation_module_edit_means_re_rendering_only(project):
+    _edit(project["root"] / "cflib/book/report/toy_present.py", "Y = 1", "Y = 2")
+    st = _st(project)
+    assert st.kind == "presentation" and not st.compute
+    assert st.presentation == ["cflib/book/report/toy_present.py changed"]
+
+
+def test_a_compute_cell_edit_means_re_executing_a_presentation_cell_edit_re_rendering(project):
+    src = project["root"] / "notebooks" / "toy.py"
+    _edit(src, "print(saved)", "print(saved, n)")
+    assert _st(project).kind == "presentation"
+    project["record"]()
+    _edit(src, "saved = [n] * n", "saved = [n] * (n + 1)")
+    assert _st(project).kind == "compute"
+    project["record"]()
+    _edit(src, "n = 3", "n = 4")                  # setup serves both: compute first
+    st = _st(project)
+    assert st.kind == "compute" and st.presentation
+
+
+def test_a_prose_edit_is_only_prose(project):
+    _edit(project["root"] / "notebooks" / "toy.py", "# Its prose.", "# Its new prose.")
+    st = _st(project)
+    assert st.kind == "prose" and digests.stale_reasons is not None
+    assert not st.compute and not st.presentation
+
+
+def test_a_read_file_edit_means_re_rendering(project):
+    (project["res"] / "tuning" / "evidence.csv").write_text("a,b\n1,3\n")
+    st = _st(project)
+    assert st.kind == "presentation"
+    assert st.presentation == ["tuning/evidence.csv changed"]
+
+
+def test_another_parameter_means_re_executing(project):
+    st = _st(project, {"profile": "standard"})
+    assert st.kind == "compute" and st.compute == ["parameters changed"]
+
+
+def test_an_edited_or_deleted_output_is_refused_naming_the_file(project):
+    out = project["res"] / "toy.csv"
+    out.write_text("metric,value\nIM1,0.4\n")      # a hand-edited number
+    st = _st(project)
+    assert st.kind == "outputs" and "toy.csv does not match toy's notebook" in st.outputs[0]
+    with pytest.raises(ValueError, match="toy.csv does not match"):
+        digests.refuse_unmatched([project["ch"]], project["res"], project["folder"])
+    out.unlink()
+    assert "toy.csv is missing" in _st(project).outputs[0]
+
+
+def test_a_missing_data_file_is_no_reason_a_changed_one_is(project):
+    f = project["root"] / "data" / "MNIST" / "raw" / "t10k"
+    f.unlink()                                    # a reader's clone without the data
+    assert _st(project).kind == "fresh"
+    f.write_bytes(b"other images")
+    st = _st(project)
+    assert st.kind == "compute" and st.compute == ["data file MNIST/raw/t10k changed"]
+
+
+def test_a_record_of_the_older_format_is_re_executed(project):
+    path = project["folder"] / "toy.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.metadata["cflib"]["format"] = 1
+    nbformat.write(nb, path)
+    assert _st(project).kind == "compute"
+    path.unlink()
+    assert _st(project).compute[0].endswith("toy.ipynb does not exist")
