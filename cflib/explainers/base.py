@@ -554,8 +554,7 @@ class Explainer:
             finally:
                 hook.remove()
             x_cf, extra = out if isinstance(out, tuple) else (out, {})
-            # in the classifier's dtype (a no-op where the method computed in it)
-            x_cf = x_cf.detach().to(x.dtype).clamp(X_MIN, X_MAX)
+            x_cf = self._checked_output(x_cf, x)
             pred_cf = predict(self.classifier, x_cf).argmax(1)
         return Counterfactuals(
             x=x, x_cf=x_cf, target=target, pred=pred, pred_cf=pred_cf,
@@ -566,6 +565,25 @@ class Explainer:
                   "already_target": already, "n_already_target": int(already.sum()),
                   "model_passes": rows[0] / len(x), **extra},
         )
+
+    def _checked_output(self, x_cf, x: torch.Tensor) -> torch.Tensor:
+        """What a method's search returned, as the batch's counterfactuals: a tensor of
+        the queries' shape, finite (a NaN or infinite image is a failure of the method,
+        an error naming it, never silently clipped to a valid-looking image), in the
+        classifier's dtype and clamped to the image range [-1, 1] (a method may overshoot
+        it by its step; the value returned is the nearest image)."""
+        if not torch.is_tensor(x_cf) or tuple(x_cf.shape) != tuple(x.shape):
+            shape = tuple(x_cf.shape) if torch.is_tensor(x_cf) else type(x_cf).__name__
+            raise RuntimeError(f"{self.name} returned counterfactuals of shape {shape} for a "
+                               f"batch of shape {tuple(x.shape)}")
+        bad = ~torch.isfinite(x_cf.detach()).flatten(1).all(1)
+        if bad.any():
+            rows = bad.nonzero().flatten().tolist()
+            raise RuntimeError(f"{self.name} returned {len(rows)} non-finite counterfactual(s) "
+                               f"(NaN or inf; rows {rows[:5]}{'...' if len(rows) > 5 else ''}) "
+                               f"of a batch of {len(x)}")
+        # in the classifier's dtype (a no-op where the method computed in it)
+        return x_cf.detach().to(x.dtype).clamp(X_MIN, X_MAX)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"
