@@ -21,6 +21,7 @@ does not need the dataset's images of those classes.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable
 
@@ -364,6 +365,26 @@ def check_pair(pair, n_classes: int) -> tuple[int, int]:
         raise ValueError(f"pair ({q}, {t}): the query and target classes are equal; a "
                          "counterfactual needs a target class different from the query class")
     return q, t
+
+
+@contextlib.contextmanager
+def extended(*entries: Entry):
+    """The catalog with ``entries`` added inside the block (a user's method run through a
+    table's own runner: ``cflib.bench.compare``); a name the catalog already has is a
+    ValueError, and the catalog is as it was on exit."""
+    clash = [e.name for e in entries if e.name in CATALOG]
+    if clash:
+        raise ValueError(f"method name(s) {clash} are the book's own; name your method "
+                         "otherwise")
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        raise ValueError(f"method names repeat: {names}")
+    CATALOG.update({e.name: e for e in entries})
+    try:
+        yield
+    finally:
+        for n in names:
+            CATALOG.pop(n, None)
 
 
 def build(name: str, classifier: nn.Module, *, dataset: str | None = None,
