@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_identities import check_c3lt_identities  # tests/ is on sys.path (prepend)
 
 from cflib.bench import data
 from cflib.bench.data import PROJECT_ROOT
 from cflib.bench.results import COLUMNS, MEAN_OVER_PAIRS
 from cflib.bench.tables.c3lt import C3LT_METHODS, C3LT_METRICS, CVE_METRICS
 from cflib.book.chapters import CHAPTERS
+from cflib.book.runs.digests import check_outputs
 from cflib.book.runs.execute import build
 
 pytestmark = [
@@ -87,15 +89,15 @@ def check_c3lt_results(df: pd.DataFrame, dataset: str, pairs):
             assert "Proximity_vs_real" in set(got["metric"]), (method, pair)
             assert all(math.isfinite(v) for v in got["value"]), (method, pair)
     assert (df["variant"] == "kappa=0").any()            # CEM's sensitivity line
-    v = cf[cf["metric"] == "Validity"]["value"]
-    assert v.between(0, 1).all()
-    for m in ("AUPC_target", "AUPC_query"):
-        assert cf[cf["metric"] == m]["value"].between(0, 1).all()
     assert (cf[cf["metric"] == "Seconds_per_CF"]["value"] > 0).all()
-    # the mean row is the mean over pairs
-    im1 = cf[(cf["metric"] == "IM1") & (cf["method"] == "Adv. Attack")]
-    mean = im1[im1["aggregate"] == MEAN_OVER_PAIRS]["value"].item()
-    assert mean == pytest.approx(im1[im1["pair"] != ""]["value"].mean())
+    # the book's identities (COUT, the means over pairs, the reference rows, accuracy)
+    df = df.copy()
+    df["value"] = pd.to_numeric(df["value"], errors="coerce")
+    check_c3lt_identities(df)
+    # the searches move the query: validity above zero on the smoke pairs
+    means = cf[cf["aggregate"] == MEAN_OVER_PAIRS]
+    val = means[means["metric"] == "Validity"].set_index("method")["value"].astype(float)
+    assert (val[["Adv. Attack", "CEM (targeted)", "Latent search"]] > 0).all(), val
 
 
 def test_mnist_chapter_writes_every_metric(results_dir):
@@ -151,13 +153,74 @@ def test_executed_chapters_record_their_inputs_and_hide_plumbing(results_dir, bo
 
     nb = nbformat.read(book_dir / "book" / "chapters" / "mnist_eval.ipynb", as_version=4)
     meta = nb.metadata["cflib"]
-    assert meta["params"]["profile"] == "smoke" and meta["inputs"]["modules"]
-    assert "cflib/explainers/cem.py" in meta["inputs"]["modules"]
-    assert any(k.startswith("MNIST/raw/") for k in meta["inputs"]["data"])
+    compute, present = meta["inputs"]["compute"], meta["inputs"]["presentation"]
+    assert meta["params"]["profile"] == "smoke" and meta["mode"] == "compute"
+    assert "cflib/explainers/cem.py" in compute["modules"]
+    assert "cflib/book/report/figures.py" in present["modules"]
+    assert not set(compute["modules"]) & set(present["modules"])
+    assert any(k.startswith("MNIST/raw/") for k in compute["data"])
+    assert "project:results/tuning/c3lt.csv" in present["reads"]
+    # the outputs are tied to the notebook: each digest is its file's
+    assert {"mnist_eval.csv", "mnist_eval_counterfactuals.pt"} <= set(meta["outputs"])
+    assert not check_outputs("mnist_eval", results_dir, book_dir / "book" / "chapters")
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all({"hide-input", "remove-cell"} & set(c.metadata.get("tags", [])) for c in code)
     assert not any(o.get("name") == "stderr" for c in code for o in c.get("outputs", []))
     assert "This page was executed" in nb.cells[1].source
+
+
+def test_a_presentation_edit_re_renders_every_chapter_without_computing(
+        results_dir, book_dir, tmp_path, monkeypatch):
+    """After an edit of a presentation module, every chapter is stale for its presentation
+    only, and its re-render (from the outputs its full run saved) trains nothing, explains
+    nothing (CFLIB_RENDER makes either an error in the kernel) and shows the same page."""
+    import nbformat
+
+    from cflib.book.runs import digests
+    from cflib.book.runs.execute import same_outputs
+    from cflib.cache import EVENTS, cache_root
+
+    folder = book_dir / "book" / "chapters"
+    before = {n: nbformat.read(folder / f"{n}.ipynb", as_version=4) for n in CHAPTERS}
+    code_sha = digests._code_sha
+    monkeypatch.setattr(digests, "_code_sha", lambda path: code_sha(path) + (
+        "-edited" if str(path).endswith("cflib/book/report/display.py") else ""))
+    events = cache_root() / EVENTS
+    n_events = len(events.read_text().splitlines()) if events.exists() else 0
+    from cflib.book.chapters import check, run_params
+
+    run = {"profile": "smoke", "device": "cpu", "train_seed": 0, "data_seed": 0}
+    for name in CHAPTERS:
+        st = digests.staleness(name, check(name, run_params(name, run)), folder, results_dir)
+        assert st.kind == "presentation", (name, st.describe())
+        assert st.presentation == ["cflib/book/report/display.py changed"], st.presentation
+        build(name, profile="smoke", results_dir=results_dir, out_dir=folder, mode="render")
+        after = nbformat.read(folder / f"{name}.ipynb", as_version=4)
+        assert after.metadata["cflib"]["mode"] == "render"
+        assert same_outputs(before[name], after), f"{name}: the re-render shows another page"
+    assert (len(events.read_text().splitlines()) if events.exists() else 0) == n_events
+
+
+def test_an_edited_output_is_refused(results_dir, book_dir, tmp_path):
+    """An edited results file never reaches a page: the re-render and the publishing
+    checks refuse it, naming the file."""
+    from cflib.book.runs.digests import check_outputs, refuse_unmatched
+
+    folder = book_dir / "book" / "chapters"
+    f = results_dir / "mnist_bayesian.csv"
+    original = f.read_bytes()
+    try:
+        f.write_bytes(original.replace(b",IM1,", b",IM1,", 1)[:-40])     # truncated
+        assert "mnist_bayesian.csv does not match" in check_outputs("mnist_bayesian",
+                                                                   results_dir, folder)[0]
+        with pytest.raises(ValueError, match="mnist_bayesian.csv does not match"):
+            refuse_unmatched(["mnist_bayesian"], results_dir, folder)
+        with pytest.raises(ValueError, match="cannot re-render mnist_bayesian"):
+            build("mnist_bayesian", profile="smoke", results_dir=results_dir, out_dir=folder,
+                  mode="render")
+    finally:
+        f.write_bytes(original)
+    assert not check_outputs("mnist_bayesian", results_dir, folder)
 
 
 def test_book_builds(html):
