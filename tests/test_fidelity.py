@@ -187,3 +187,19 @@ def test_the_standard_c3lt_schedule_is_a_candidate_of_the_committed_ablation():
                   if "config" not in o and "datasets" not in o]
         best = min(prox[(dataset, n)] for n in budget)
         assert ours - best <= 0.02, (dataset, ours, best)
+
+
+def test_latent_search_lambda_is_the_committed_winner():
+    """Latent search's lambda per dataset is the winner of the validation-pair frontier
+    (results/tuning/latent_search.csv), and the frontier spans the range the choice claims:
+    a lambda at each end beyond the chosen one."""
+    from cflib.bench import tuning
+    from cflib.bench.choices import LATENT_SEARCH_LAMBDA
+    from cflib.bench.results import read_table
+
+    ev = read_table(tuning.TUNING_DIR / "latent_search.csv")
+    for dataset, lam in LATENT_SEARCH_LAMBDA.items():
+        assert lam == tuning.best_latent_lambda(ev, dataset), dataset
+        grid = sorted(set(ev.loc[ev["dataset"] == dataset, "lambda"]))
+        assert grid[0] < lam < grid[-1], (dataset, grid)
+    assert set(ev["pair"]) == {f"{q}->{t}" for q, t in tuning.VALIDATION_PAIRS.values()}
