@@ -62,6 +62,29 @@ table = report.performance_table(perf)
 report.page_table(table)
 
 # %% [markdown]
+# ## The chapters' own loops, before and after the speed paths
+#
+# Most of a chapter's time is not in the benchmark above: it is in training and search
+# loops.  Each is timed here with `cflib`'s speed paths off (`before`: the plain modules'
+# computation) and on (`after`: the caller's classifier and autoencoders channels-last
+# where they agree with themselves, the DCGAN generator folded for the loops that keep it
+# frozen, one batched pass per C3LT update), at one thread as the chapters run, best of
+# the benchmark's repeats, on random networks of the chapters' architectures (an update's
+# cost does not depend on the weights).  `max |difference|` is how far the two
+# computations' outputs differ (losses or counterfactuals): rounding, amplified by the
+# iterations.
+
+# %%
+loops_file = Path(p.results_dir) / "performance_loops.csv"
+if loops_file.exists():
+    loops = results.read_table(loops_file)
+    display(Markdown(f"At one thread the peak is **{report.fmt(loops['peak_flops_per_s'].iloc[0] / 1e9)} "
+                     f"GFLOP/s** ({loops['peak_kernel'].iloc[0]}, the median of its repeats)."))
+    report.page_table(report.loops_table(loops))
+else:
+    display(Markdown("The loops were not timed on this machine (`make benchmark` times them)."))
+
+# %% [markdown]
 # ## Time per counterfactual against batch size
 #
 # Batch size 1 is the one-at-a-time loop.  Each method keeps its colour and marker on

@@ -92,7 +92,8 @@ CHAPTERS: dict[str, Chapter] = {c.name: c for c in (
             "Recourse under quantization on Fashion-MNIST", data=("fmnist",)),
     Chapter("performance", "performance.py", "How fast the methods run, batched and alone",
             reads=("mnist_eval.csv", "fashion_mnist_test.csv"),
-            external=("performance.csv", "performance_machine.csv"), writes=False),
+            external=("performance.csv", "performance_machine.csv", "performance_loops.csv"),
+            writes=False),
 )}
 
 

@@ -37,6 +37,7 @@ from cflib.book.report.tables import (
     comparison_table,
     confounded_table,
     kendall_tau,
+    loops_table,
     machine_table,
     metrics_table,
     pair_table,
@@ -58,7 +59,7 @@ from cflib.book.report.tables import (
     tuning_table,
 )
 
-__all__ = ["machine_table", "Page", "fmt", "page_table", "verdicts", "plot_c3lt_training", "confounded_table", "plot_im1_vs_confidence", "psce_ablation_table", "bayes_table", "class_accuracy_table", "comparison_table", "kendall_tau", "metrics_table", "pair_table",
+__all__ = ["loops_table", "machine_table", "Page", "fmt", "page_table", "verdicts", "plot_c3lt_training", "confounded_table", "plot_im1_vs_confidence", "psce_ablation_table", "bayes_table", "class_accuracy_table", "comparison_table", "kendall_tau", "metrics_table", "pair_table",
            "pair_title", "pairs_table", "perturbation_table", "profile_table", "paper_rows", "rank_methods", "rank_summary",
            "ranking_agreement", "spread_table", "style", "tuning_table", "plot_aupc_curves", "plot_bayes_grid", "plot_cf_grid",
            "plot_perturbation_curves", "plot_rank_heatmaps", "plot_seconds", "headline",

@@ -424,14 +424,41 @@ def performance_table(perf: pd.DataFrame) -> pd.DataFrame:
 
 
 def machine_table(machine: pd.DataFrame) -> pd.DataFrame:
-    """The measured peaks of ``performance_machine.csv``: the best FLOP rate (GFLOP/s) and
-    copy bandwidth (GB/s) per thread count."""
+    """The kernels of ``performance_machine.csv``: each one's median and best rate over its
+    repeats (GFLOP/s, copy GB/s) per thread count, the peak's kernel marked (the dense
+    matrix products only: a convolution may do less work than its nominal count)."""
     d = machine.copy()
-    d["what"] = d["kind"].map({"flops": "peak GFLOP/s", "bytes": "copy bandwidth GB/s"})
-    t = d.pivot_table(index="threads", columns="what", values="rate", aggfunc="max") / 1e9
-    t.index = [f"{int(i)} thread{'s' if int(i) > 1 else ''}" for i in t.index]
-    t.index.name = "threads"
-    return t
+    unit = d["kind"].map({"flops": 1e9, "bytes": 1e9})
+    d["median"] = d["rate"] / unit
+    d["best"] = (d["best"] if "best" in d else d["rate"]) / unit
+    d["threads"] = d["threads"].astype(int)
+    d["kernel"] = d["kernel"] + np.where(d["kind"] == "bytes", " (GB/s)", " (GFLOP/s)")
+    if "peak" in d:
+        d["kernel"] = d["kernel"] + np.where(d["peak"].astype(str) == "True", ": the peak", "")
+    t = d.pivot_table(index="kernel", columns="threads", values=["median", "best"],
+                      aggfunc="first", sort=False)
+    t.columns = [f"{stat}, {n} thread{'s' if n > 1 else ''}" for stat, n in t.columns]
+    t.index.name = "kernel"
+    return t[sorted(t.columns, key=lambda c: (c.split(", ")[1], c))]
+
+
+def loops_table(loops: pd.DataFrame) -> pd.DataFrame:
+    """The chapters' training and search loops of ``performance_loops.csv``: seconds per
+    unit before and after the speed paths, the speed-up, the rate as a share of the
+    one-thread peak, and how far the two computations' outputs differ."""
+    rows = {}
+    for loop, d in loops.groupby("loop", sort=False):
+        b = d[d["paths"] == "before"].iloc[0]
+        a = d[d["paths"] == "after"].iloc[0]
+        rows[loop] = {"unit": a["unit"], "s before": b["seconds_per_unit"],
+                      "s after": a["seconds_per_unit"],
+                      "speed-up ×": b["seconds_per_unit"] / a["seconds_per_unit"],
+                      "epoch s after": a.get("seconds_per_epoch", np.nan),
+                      "% of peak before": 100 * b["fraction_of_peak"],
+                      "% of peak after": 100 * a["fraction_of_peak"],
+                      "max |difference|": a["max_abs_diff"]}
+    out = pd.DataFrame.from_dict(rows, orient="index").rename_axis("loop")
+    return out.dropna(axis=1, how="all")
 
 
 def timing_beside_papers(results: dict, dataset_results: str = "mnist") -> pd.DataFrame:
