@@ -336,6 +336,28 @@ def tune_c3lt_budget(datasets=("mnist", "fmnist"), profile="standard", seed: int
     return pd.DataFrame(rows), pd.DataFrame(curves)
 
 
+def best_c3lt_budget(df: pd.DataFrame, min_validity: float = 0.99,
+                     proximity_slack: float = 0.02, batch: int = 32) -> str:
+    """The mapping budget the ``standard`` profile trains (a candidate of
+    :data:`C3LT_BUDGETS` at ``batch``): the smallest budget whose validity is at least
+    ``min_validity`` on every validation pair (a margin for the table's pairs, which must
+    reach 0.95) and whose proximity is within ``proximity_slack`` of the smallest
+    proximity the curve reaches on each pair.  More budget past it buys no proximity (the
+    curve says by how much it moves IM1); the largest budget when none qualifies."""
+    wide = df.pivot_table(index=["candidate", "dataset"], columns="metric", values="value",
+                          aggfunc="mean", sort=False)
+    cands = [c for c in dict.fromkeys(df["candidate"])
+             if C3LT_BUDGETS.get(c, {}).get("c3lt_batch") == batch]
+    cands.sort(key=lambda c: wide.loc[c, "Budget_fraction"].mean())
+    best_prox = wide["Proximity"].groupby(level="dataset").min()
+    for c in cands:
+        w = wide.loc[c]
+        if ((w["Validity"] >= min_validity).all()
+                and (w["Proximity"] - best_prox[w.index] <= proximity_slack).all()):
+            return c
+    return cands[-1]
+
+
 def _generator_columns(prof) -> dict:
     return {"dcgan_epochs": prof.c3lt.dcgan_epochs, "encoder_epochs": prof.c3lt.encoder_epochs}
 

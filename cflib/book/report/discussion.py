@@ -231,19 +231,35 @@ class Readings:
         """The class pairs of a C3LT table, in the results' order."""
         return [p for p in dict.fromkeys(self.results["pair"]) if p]
 
-    def tuning(self, name: str, candidate: str, metric: str, dataset: str | None = None) -> float:
-        """A value of the committed evidence ``results/tuning/<name>.csv`` (this
-        dataset's unless ``dataset`` is given); NaN when absent."""
+    def evidence(self, name: str, dataset: str | None = None, **where) -> pd.DataFrame:
+        """The rows of the committed evidence ``results/tuning/<name>.csv`` of this dataset
+        (unless ``dataset`` is given) whose columns equal ``where``; empty when absent."""
         from cflib.bench.results import read_table
         from cflib.bench.tuning import TUNING_DIR
 
         f = Path(self.extra.get("tuning_dir", TUNING_DIR)) / f"{name}.csv"
         if not f.exists():
-            return math.nan
+            return pd.DataFrame(columns=["dataset", "candidate", "metric", "value"])
         d = read_table(f)
-        d = d[(d["dataset"] == (dataset or self.dataset)) & (d["candidate"] == candidate)
-              & (d["metric"] == metric)]
-        return float(d["value"].mean()) if len(d) else math.nan
+        d = d[d["dataset"] == (dataset or self.dataset)]
+        for k, v in where.items():
+            if k in d.columns:
+                d = d[d[k].astype(str) == str(v)]
+        return d
+
+    def tuning(self, name: str, candidate: str, metric: str, dataset: str | None = None,
+               **where) -> float:
+        """A value of the committed evidence ``results/tuning/<name>.csv`` (this
+        dataset's unless ``dataset`` is given, the rows whose columns equal ``where``);
+        NaN when absent."""
+        d = self.evidence(name, dataset, **where)
+        d = d[(d["candidate"] == candidate) & (d["metric"] == metric)]
+        return float(pd.to_numeric(d["value"]).mean()) if len(d) else math.nan
+
+    def candidates(self, name: str, dataset: str | None = None, **where) -> list[str]:
+        """The candidates of an evidence file, in its order."""
+        d = self.evidence(name, dataset, **where)
+        return list(dict.fromkeys(d["candidate"]))
 
 
 def environment():
@@ -262,13 +278,18 @@ def render(template: str, readings: Readings, **context) -> str:
     names = {k: getattr(readings, k) for k in
              ("v", "m", "sd", "spread", "paper", "values", "seeds_where", "in_seeds",
               "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
+              "evidence", "candidates",
               "better_in_repeats")}
     from cflib.bench.profiles import PROFILES
     from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
 
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
+    from cflib.bench.choices import LATENT_SEARCH_LAMBDA, VALIDATION_PAIRS
     from cflib.book.report.tables import kendall_tau
 
+    vp = VALIDATION_PAIRS.get(readings.dataset)
+    context = {"latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
+               "validation_pair": f"{vp[0]}→{vp[1]}" if vp else "", **context}
     return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
                                              math=math, profile=profile, kendall=kendall_tau,
                                              confounded_ratio=CONFOUNDED_RATIO,
