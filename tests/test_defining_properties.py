@@ -15,7 +15,6 @@ Two tests per method:
 from __future__ import annotations
 
 import copy
-import math
 
 import pytest
 import torch
@@ -27,17 +26,14 @@ from cflib.bench.profiles import get_profile
 from cflib.explainers import (
     C3LT,
     CEM,
-    CVE,
     PSCE,
     ROAR,
     AdvAttack,
     BayesCF,
     C3LTInverted,
-    C3LTReconstruction,
     CEMPaperBudget,
     CEMTargeted,
     ExpGAN,
-    LatentRecourse,
     LatentSearch,
     OriginalData,
     QueryUnchanged,
@@ -305,54 +301,6 @@ def test_cem_paper_budget_is_cem_at_the_papers_budget(tiny_classifier, queries):
         assert (ex.config.max_iterations, ex.config.c_steps) == (1000, 10)
 
 
-class CellCounter(nn.Module):
-    """A CVE-shaped classifier on 28x28 images: its feature map is the 4x4 grid of 7x7 tile
-    means, its head says class 1 when the cells sum above -11.  A black query sums to -16;
-    each white (+1) cell pasted in adds 2, so exactly 3 edits flip it (-16 + 6 > -11)."""
-
-    def __init__(self):
-        super().__init__()
-        self.head = nn.Linear(16, 2)
-        with torch.no_grad():
-            self.head.weight.zero_()
-            self.head.weight[1] = 1.0
-            self.head.bias.copy_(torch.tensor([0.0, 11.0]))
-        self.requires_grad_(False)
-
-    def features(self, x):
-        return nn.functional.avg_pool2d(x, 7)
-
-    def classify_features(self, f):
-        return self.head(f.flatten(1))
-
-    def forward(self, x):
-        return self.classify_features(self.features(x))
-
-
-def _white_tiles(n, tiles):
-    x = torch.full((n, 1, 28, 28), -1.0)
-    for t in tiles:
-        r, c = divmod(t, 4)
-        x[:, :, 7 * r:7 * r + 7, 7 * c:7 * c + 7] = 1.0
-    return x
-
-
-def test_cve_replaces_the_fewest_cells_that_flip_the_head():
-    """Hand count: 3 edits for every query, the image is the query with 3 of the
-    distractor's white tiles pasted in (and nothing else changed)."""
-    model = CellCounter()
-    xq = _white_tiles(3, [])
-    pool = _white_tiles(4, [0, 5, 10, 15])                 # 4 white tiles: class 1 (-8 > -11)
-    assert model(xq).argmax(1).tolist() == [0] * 3 and model(pool).argmax(1).tolist() == [1] * 4
-    cf = CVE(model, n_distractors=2).fit(pool, torch.ones(4)).explain(xq, 1, seed=0)
-    assert cf.meta["n_edits"].tolist() == [3, 3, 3] and cf.meta["mean_edits"] == 3.0
-    assert cf.meta["feature_success"].all() and cf.meta["feature_validity"] == 1.0
-    white = (cf.x_cf == 1.0).flatten(1).sum(1)
-    assert white.tolist() == [3 * 49] * 3                  # three whole tiles ...
-    assert ((cf.x_cf == 1.0) | (cf.x_cf == -1.0)).all()     # ... and the rest as it was
-    assert cf.validity == 1.0                               # the pasted image flips as well
-
-
 class WindowCounter(nn.Module):
     """A CVE-shaped classifier whose cells see overlapping windows: the 3x3 map of 14x14
     means at stride 7 (cell (r, c) sees rows 7r..7r+13, columns 7c..7c+13).  Its head says
@@ -399,30 +347,6 @@ def test_cve_receptive_field_pastes_the_window_a_cell_sees():
     assert cf.validity == 1.0                            # the centre window flips it too
 
 
-def test_expgan_leaves_the_pixels_its_mask_leaves_out(tiny_classifier, bars, queries):
-    """A stub generator of the target class with a known mask: 0 on columns 0-6 and 21-27
-    (the query's pixels, bit for bit), 1 on 7-13 (the generator's image), 0.5 on 14-20
-    (their mean)."""
-    x, y = bars
-    ex = ExpGAN(tiny_classifier, epochs=0, width=4).fit(x[y == 0][:8], x[y == 1][:8],
-                                                        pair=(0, 1))
-
-    class Stub(nn.Module):
-        def forward(self, xb):
-            img = torch.full_like(xb, 0.8)
-            m = torch.zeros_like(xb)
-            m[..., 7:14] = 1.0
-            m[..., 14:21] = 0.5
-            return img, m
-
-    ex.net.generators[1] = Stub()
-    cf = ex.explain(queries, 1)
-    out, q = cf.x_cf, queries
-    assert torch.equal(out[..., :7], q[..., :7]) and torch.equal(out[..., 21:], q[..., 21:])
-    assert torch.equal(out[..., 7:14], torch.full_like(q[..., 7:14], 0.8))
-    assert torch.allclose(out[..., 14:21], (0.8 + q[..., 14:21]) / 2, atol=1e-6)
-
-
 def test_a_trained_expgans_change_is_bounded_by_its_mask(tiny_classifier, bars, queries):
     """|x_cf - x| = m |x_tr - x| <= 2 m pixel by pixel, whatever mask m it learned."""
     x, y = bars
@@ -460,39 +384,6 @@ def test_c3lt_maps_the_code_on_the_sphere_of_its_norm(tiny_classifier, toy_gan, 
     assert torch.allclose(z_cf.flatten(1).norm(dim=1), norm, rtol=1e-5)
     assert ((z_cf - e).flatten(1).norm(dim=1) > 1e-3 * norm).all()
     assert torch.equal(cf.x_cf, rec.images[0][:len(queries)])
-
-
-def test_c3lt_reconstruction_is_g_of_e_by_hand(tiny_classifier):
-    """E takes the mean pixel (every code entry), G paints half of the code's mean on every
-    pixel: a query of mean m comes back as the constant image m / 2."""
-    E, G = nn.Linear(784, 100), nn.Linear(100, 784)
-    with torch.no_grad():
-        E.weight.fill_(1 / 784)
-        E.bias.zero_()
-        G.weight.fill_(0.5 / 100)
-        G.bias.zero_()
-
-    class Enc(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = E
-
-        def forward(self, x):
-            return self.fc(x.flatten(1))[:, :, None, None]
-
-    class Gen(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc = G
-
-        def forward(self, z):
-            return self.fc(z.flatten(1)).view(-1, 1, 28, 28)
-
-    x = torch.full((2, 1, 28, 28), -1.0)
-    x[1, :, :, :14] = 0.0                                   # mean -1/2
-    cf = C3LTReconstruction(tiny_classifier, generator=Gen(), encoder=Enc()).explain(x, 1)
-    assert torch.allclose(cf.x_cf[0], torch.full((1, 28, 28), -0.5), atol=1e-6)
-    assert torch.allclose(cf.x_cf[1], torch.full((1, 28, 28), -0.25), atol=1e-6)
 
 
 def test_c3lt_inverted_starts_from_a_code_that_renders_the_query_better(tiny_classifier,
@@ -680,54 +571,6 @@ def test_psce_treats_each_row_on_its_own(tiny_classifier, bars):
         assert torch.allclose(one, whole.x_cf[i], rtol=0, atol=1e-10)
 
 
-class Identity4(nn.Module):
-    """A latent autoencoder on 1x2x2 images whose code is the image (4 numbers)."""
-
-    def __init__(self):
-        super().__init__()
-        self.scale = nn.Parameter(torch.ones(()), requires_grad=False)
-
-    def encode(self, x):
-        return x.flatten(1) * self.scale
-
-    def decode(self, z):
-        return z.view(-1, 1, 2, 2)
-
-    def forward(self, x):
-        return self.decode(self.encode(x))
-
-
-class FirstPixel(nn.Module):
-    """logits (0, x_a): class 1 when pixel a is above 0."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 2)
-        with torch.no_grad():
-            self.fc.weight.zero_()
-            self.fc.bias.zero_()
-            self.fc.weight[1, 0] = 1.0
-        self.requires_grad_(False)
-
-    def forward(self, x):
-        return self.fc(x.flatten(1))
-
-
-def test_latent_pgd_one_step_by_hand():
-    """One plain gradient step from delta = 0 through an identity autoencoder: at delta = 0
-    the cost terms have zero gradient, the cross-entropy's is (p_1 - 1) on pixel a with
-    p_1 = sigmoid(-0.5): delta_a = 1 - sigmoid(-0.5) = 0.62246, the image crosses to class 1,
-    and the cost is |delta| + 0.02 * (|delta_a| / 2) (the L1 on the [0, 1] scale)."""
-    x = torch.tensor([[[[-0.5, 0.0], [0.0, 0.0]]]])
-    cf = LatentRecourse(FirstPixel(), autoencoder=Identity4(), latent="raw", steps=1,
-                        step_size=1.0, restarts=1).explain(x, 1)
-    da = 1 - 1 / (1 + math.exp(0.5))
-    assert cf.meta["delta"][0].tolist() == pytest.approx([da, 0.0, 0.0, 0.0], abs=1e-6)
-    assert cf.x_cf[0, 0, 0, 0].item() == pytest.approx(-0.5 + da, abs=1e-6)
-    assert cf.success.all()
-    assert cf.meta["cost"].item() == pytest.approx(da + 0.02 * da / 2, abs=1e-6)
-
-
 #: each catalog entry -> the test of what defines it
 DEFINED_BY = {
     "Original Data": f"{__name__}::test_original_data_returns_distinct_real_images_of_the_target",
@@ -737,12 +580,12 @@ DEFINED_BY = {
            "_into_the_target",
     "CEM (targeted)": f"{__name__}::test_cem_change_is_sparse_and_only_adds_on_the_bars",
     "CEM (paper budget)": f"{__name__}::test_cem_paper_budget_is_cem_at_the_papers_budget",
-    "CVE": f"{__name__}::test_cve_replaces_the_fewest_cells_that_flip_the_head",
+    "CVE": "test_cve::test_cve_replaces_the_fewest_cells_that_flip_the_head",
     "CVE (receptive field)": f"{__name__}::test_cve_receptive_field_pastes_the_window_a_cell_"
                              "sees",
-    "ExpGAN": f"{__name__}::test_expgan_leaves_the_pixels_its_mask_leaves_out",
+    "ExpGAN": "test_expgan::test_masked_out_pixels_are_the_querys_exactly",
     "C3LT": f"{__name__}::test_c3lt_maps_the_code_on_the_sphere_of_its_norm",
-    "C3LT (reconstruction)": f"{__name__}::test_c3lt_reconstruction_is_g_of_e_by_hand",
+    "C3LT (reconstruction)": "test_fidelity::test_c3lt_reconstruction_is_g_of_e_by_hand",
     "C3LT (inverted)": f"{__name__}::test_c3lt_inverted_starts_from_a_code_that_renders_the_"
                        "query_better",
     "Latent search": f"{__name__}::test_latent_search_renders_a_code_of_the_norm_of_e_x",
@@ -753,5 +596,5 @@ DEFINED_BY = {
             "perturbation",
     "Schut": f"{__name__}::test_schut_changes_salient_pixels_by_its_step_until_confident",
     "PSCE": f"{__name__}::test_psce_treats_each_row_on_its_own",
-    "Latent PGD": f"{__name__}::test_latent_pgd_one_step_by_hand",
+    "Latent PGD": "test_latent_recourse::test_one_step_and_its_cost_by_hand",
 }
