@@ -392,7 +392,7 @@ def test_a_float64_model_runs_in_its_own_dtype(tiny_classifier, q):
 
     m64 = copy.deepcopy(tiny_classifier).double()
     cf = AdvAttack(m64, steps=2).explain(q, 1)
-    assert cf.x_cf.dtype == torch.float64 and torch.isfinite(cf.x_cf).all()
+    assert cf.x_cf.dtype == torch.float64 and not torch.equal(cf.x_cf, cf.x)   # it searched
     assert next(tiny_classifier.parameters()).dtype == torch.float32   # the caller's untouched
 
 
@@ -495,7 +495,7 @@ def test_a_valid_batch_without_dark_pixels_is_explained_with_a_warning(tiny_clas
     with pytest.warns(RangeWarning, match=r"x has no value below 0: it looks like \[0, 1\] data"
                                           r".*expects \[-1, 1\].*x \* 2 - 1.*assume_range=True"):
         cf = adv(tiny_classifier).explain(xb, 1)
-    assert torch.equal(cf.x, xb) and cf.x_cf.shape == xb.shape   # used as given, not rescaled
+    assert torch.equal(cf.x, xb)                                  # used as given, not rescaled
     with warnings.catch_warnings():
         warnings.simplefilter("error")                            # any warning fails
         quiet = adv(tiny_classifier).explain(xb, 1, assume_range=True)
@@ -627,7 +627,7 @@ def test_non_finite_scores_are_refused_before_the_search(value, cls, n, where, t
 def test_finite_scores_pass_the_check(tiny_classifier, bars):
     x, y = bars
     cf = adv(_NaNWhereMarked(tiny_classifier)).explain(x[y == 0][:20], 1)   # nothing marked
-    assert torch.isfinite(cf.x_cf).all() and len(cf) == 20
+    assert len(cf) == 20 and (cf.x_cf != cf.x).flatten(1).any(1).all()   # every one searched
 
 
 def test_a_meta_model_is_refused_when_built(tiny_classifier):

@@ -148,8 +148,6 @@ def test_method_reaches_target(kind, method, mc_model, bnn_model, queries):
     ex = cls(model, **extra, **STRONG[method])
     assert ex.name == method
     cf = ex.explain(queries, 1, seed=0)
-    assert cf.x_cf.shape == queries.shape
-    assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
     assert cf.validity >= 0.75
     assert cf.method == method and cf.meta["config"]
     if method == "PSCE":  # the returned counterfactuals are delta-safe and epsilon-robust
@@ -248,7 +246,7 @@ def test_robustness_ratio_scale_zero_and_weights_restored(model, bars):
     before = {k: v.clone() for k, v in model.state_dict().items()}
     assert robustness_ratio(model, xb, 1, scale=0.0, n_perturbations=3) == 1.0
     r_small = robustness_ratio(model, xb, 1, scale=1e-3, n_perturbations=3, seed=0)
-    assert 0.0 <= r_small <= 1.0
+    assert r_small == 1.0                     # noise of 1e-3 flips no decision of the bars
     r_big = robustness_ratio(model, xb, 1, scale=1.0, n_perturbations=4, seed=0)
     assert r_big < 1.0
     assert r_big == robustness_ratio(model, xb, 1, scale=1.0, n_perturbations=4, seed=0)
@@ -298,7 +296,9 @@ def test_zoo_bayes_classifiers_cache(bars, tmp_cache, monkeypatch):
         m1, info1 = fn("mnist", prof, seed=0)
         m2, info2 = fn("mnist", prof, seed=0)
         assert calls[key] == 1 and info1 == info2
-        assert 0.0 <= info1["test_accuracy"] <= 1.0
+        with torch.no_grad():                       # the recorded accuracy is the model's
+            acc = (m1(bars[0]).argmax(1) == bars[1]).float().mean().item()
+        assert info1["test_accuracy"] == pytest.approx(acc) and acc > 0.9
         xb = bars[0][:3]
         with torch.no_grad():
             assert torch.allclose(m1(xb), m2(xb))
@@ -379,8 +379,8 @@ def test_psce_takes_a_target_class_autoencoder_per_query(mc_model, queries):
     cfg = dict(outer_iters=2, inner_steps=5)
     one = PSCE(mc_model, autoencoder=a, **cfg).explain(x, t, seed=0)
     mixed = PSCE(mc_model, autoencoder=per_class, **cfg).explain(x, t, seed=0)
-    assert mixed.x_cf.shape == one.x_cf.shape
     assert not torch.equal(one.x_cf, mixed.x_cf)        # the odd targets used b
+    assert torch.equal(one.x_cf[t % 2 == 0], mixed.x_cf[t % 2 == 0])   # the even ones a
     with pytest.raises(ValueError, match="one all-class autoencoder"):
         CEM(mc_model, autoencoder=per_class)
 

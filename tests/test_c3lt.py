@@ -146,23 +146,29 @@ def test_c3lt_reaches_target_both_directions(tiny_classifier, bars, toy_latent):
     assert (ex.query_class, ex.target_class) == (0, 1)  # read from the classifier
     xq = x[y == 0][-32:]  # not seen in training
     cf = ex.explain(xq, target=1, seed=0)
-    assert cf.x_cf.shape == xq.shape
-    assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
     assert cf.validity >= 0.9, ex.info
     back = ex.explain(x[y == 1][-32:], target=0, seed=0)  # h: CF class -> query class
     assert back.validity >= 0.9, ex.info
     mixed = ex.explain(torch.cat([xq[:4], x[y == 1][:4]]), torch.tensor([1] * 4 + [0] * 4))
     assert mixed.validity >= 0.75
-    assert ex.info["epochs"] == 4 and 0 <= ex.info["last_train_validity"] <= 1
+    assert ex.info["epochs"] == 4 and ex.info["last_train_validity"] >= 0.5
     assert cf.meta["config"]["alpha"] == 0.1 and cf.meta["config"]["kappa"] == 0.05
 
 
 def test_c3lt_hinge_and_multi_step_run(tiny_classifier, bars, toy_latent):
+    from dataclasses import replace
+
     x, y = bars
     ex = make_c3lt(tiny_classifier, toy_latent, cls_type="hinge", n_steps=2)
     ex.fit(x[y == 0][:32], x[y == 1][:32])
     cf = ex.explain(x[y == 0][:8], 1)
-    assert cf.x_cf.shape == (8, 1, 28, 28) and torch.isfinite(cf.x_cf).all()
+    # the same mappings taken one step instead of two: another image (the second step of
+    # g moved the code again)
+    G, E, D = toy_latent
+    one = C3LT(tiny_classifier, replace(ex.config, n_steps=1), generator=G, encoder=E,
+               discriminator=D)._adopt(ex.fit_record)
+    cf1 = one.explain(x[y == 0][:8], 1)
+    assert (cf.x_cf - cf1.x_cf).abs().flatten(1).amax(1).min() > 1e-3
 
 
 def test_c3lt_reproducible(tiny_classifier, bars, toy_latent):
@@ -241,8 +247,6 @@ def test_zoo_and_factory_end_to_end(tiny_classifier, bars, tmp_cache, monkeypatc
                        pair=(0, 1))
     assert ex.fitted and (ex.query_class, ex.target_class) == (0, 1)
     cf = ex.explain(x[y == 0][:4], 1)
-    assert cf.x_cf.shape == (4, 1, 28, 28)
-    assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
     kinds = sorted(p.name.split("-")[0] for p in tmp_cache.glob("*.pt"))
     assert kinds == ["c3lt", "c3lt_encoder", "dcgan"]
 

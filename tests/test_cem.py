@@ -20,9 +20,7 @@ def pn(tiny_classifier, queries):
     return CEM(tiny_classifier, **FAST).explain(queries, target=1, seed=0)
 
 
-def test_cem_shape_range_and_target(pn, queries):
-    assert pn.x_cf.shape == queries.shape
-    assert pn.x_cf.min() >= -1 and pn.x_cf.max() <= 1
+def test_cem_reaches_the_target(pn, queries):
     assert pn.validity >= 0.75
     assert pn.method == "CEM" and pn.meta["config"]["max_iterations"] == 40
     assert pn.meta["autoencoder"] is False
@@ -59,18 +57,22 @@ def test_cem_batch_equals_single(tiny_classifier, queries):
 def test_cem_with_autoencoder_runs(tiny_classifier, queries):
     torch.manual_seed(0)
     ae = ConvAutoencoder()
-    cf = CEM(tiny_classifier, autoencoder=ae, kappa=1.0, c_init=100.0, c_steps=1,
-             max_iterations=5).explain(queries[:2], 1)
-    assert cf.x_cf.shape == queries[:2].shape and cf.meta["autoencoder"] is True
+    kw = dict(kappa=1.0, c_init=100.0, c_steps=1, max_iterations=5)
+    cf = CEM(tiny_classifier, autoencoder=ae, **kw).explain(queries[:2], 1)
+    without = CEM(tiny_classifier, **kw).explain(queries[:2], 1)
+    assert cf.meta["autoencoder"] is True and without.meta["autoencoder"] is False
+    assert not torch.equal(cf.x_cf, without.x_cf)      # the gamma term took part
     # the caller's autoencoder is left as it was: training mode, trainable
     assert ae.training and all(p.requires_grad for p in ae.parameters())
 
 
 def test_cem_failure_is_a_mask(tiny_classifier, queries):
-    # one iteration with a tiny c cannot reach the target: last iterate, success False
+    # one iteration with a tiny c cannot reach the target: the last iterate comes back,
+    # success False; that iterate is the query itself (the one gradient step is far below
+    # the shrinkage threshold beta)
     cf = CEM(tiny_classifier, c_init=1e-3, c_steps=1, max_iterations=1).explain(queries[:2], 1)
     assert not cf.success.any()
-    assert torch.isfinite(cf.x_cf).all()
+    assert torch.equal(cf.x_cf, queries[:2])
 
 
 def test_cem_binary_search_lowers_c_after_success(tiny_classifier, queries):

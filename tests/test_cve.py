@@ -31,16 +31,62 @@ def test_cve_feature_search_reaches_target(result):
     assert cf.meta["feature_validity"] >= 0.9
     assert edits.shape == (len(cf),)
     assert (edits >= 1).all() and (edits <= 16).all()
-    assert cf.meta["mean_edits"] == pytest.approx(edits.float().mean().item())
+    # the number of edits against a hand count: test_cve_replaces_the_fewest_cells_...
     assert not hasattr(ex, "last_n_edits")   # per-call results are returned, not stored
+
+
+class CellCounter(torch.nn.Module):
+    """A CVE-shaped classifier on 28x28 images: its feature map is the 4x4 grid of 7x7 tile
+    means, its head says class 1 when the cells sum above -11.  A black query sums to -16;
+    each white (+1) cell pasted in adds 2, so exactly 3 edits flip it (-16 + 6 > -11)."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Linear(16, 2)
+        with torch.no_grad():
+            self.head.weight.zero_()
+            self.head.weight[1] = 1.0
+            self.head.bias.copy_(torch.tensor([0.0, 11.0]))
+        self.requires_grad_(False)
+
+    def features(self, x):
+        return torch.nn.functional.avg_pool2d(x, 7)
+
+    def classify_features(self, f):
+        return self.head(f.flatten(1))
+
+    def forward(self, x):
+        return self.classify_features(self.features(x))
+
+
+def _white_tiles(n, tiles):
+    x = torch.full((n, 1, 28, 28), -1.0)
+    for t in tiles:
+        r, c = divmod(t, 4)
+        x[:, :, 7 * r:7 * r + 7, 7 * c:7 * c + 7] = 1.0
+    return x
+
+
+def test_cve_replaces_the_fewest_cells_that_flip_the_head():
+    """Hand count: 3 edits for every query, the image is the query with 3 of the
+    distractor's white tiles pasted in (and nothing else changed)."""
+    model = CellCounter()
+    xq = _white_tiles(3, [])
+    pool = _white_tiles(4, [0, 5, 10, 15])                 # 4 white tiles: class 1 (-8 > -11)
+    assert model(xq).argmax(1).tolist() == [0] * 3 and model(pool).argmax(1).tolist() == [1] * 4
+    cf = CVE(model, n_distractors=2).fit(pool, torch.ones(4)).explain(xq, 1, seed=0)
+    assert cf.meta["n_edits"].tolist() == [3, 3, 3] and cf.meta["mean_edits"] == 3.0
+    assert cf.meta["feature_success"].all() and cf.meta["feature_validity"] == 1.0
+    white = (cf.x_cf == 1.0).flatten(1).sum(1)
+    assert white.tolist() == [3 * 49] * 3                  # three whole tiles ...
+    assert ((cf.x_cf == 1.0) | (cf.x_cf == -1.0)).all()     # ... and the rest as it was
+    assert cf.validity == 1.0                               # the pasted image flips as well
 
 
 def test_cve_grid_paste_copies_distractor_tiles(tiny_classifier, split):
     xq, xp, yp = split
     ex = CVE(tiny_classifier, n_distractors=3, paste="grid").fit(xp, yp)
     cf = ex.explain(xq, target=1, seed=0)
-    assert cf.x_cf.shape == xq.shape
-    assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
     changed = _changed_cells(cf.x_cf, xq)
     # only inside pasted patches: at most one patch per edit
     assert (changed.sum(1) <= cf.meta["n_edits"]).all()
@@ -96,8 +142,6 @@ def test_cve_receptive_fields_of_the_c3lt_cnn(tiny_classifier, bars):
 def test_cve_receptive_field_paste(result, split):
     ex, cf = result
     xq, xp, _ = split
-    assert cf.x_cf.shape == xq.shape
-    assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
     boxes = ex.receptive_fields(xq.shape[1:])
     d = xp[cf.meta["distractor"]]
     changed = cf.x_cf != xq

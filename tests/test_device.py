@@ -3,8 +3,11 @@ each device this machine has (CUDA tests are skipped, and say so, where there is
 ``make gpu-check`` runs these on a GPU machine."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+from test_catalog import check_what_comes_back
 
 from cflib.bench import catalog
 from cflib.metrics import aupc, fid_kid, im1, proximity
@@ -32,8 +35,6 @@ def nets(bars):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(catalog.CATALOG))
 def test_every_explainer_runs_on_the_models_device(name, device, nets, bars):
-    import copy
-
     x, y = bars
     n = {k: copy.deepcopy(v).to(device) for k, v in nets.items()}
     data = dict(train=bars, pool=bars, autoencoder=n["ae"], generator=n["gan"].generator,
@@ -41,9 +42,11 @@ def test_every_explainer_runs_on_the_models_device(name, device, nets, bars):
                 latent_autoencoder=n["lae"])
     ex = catalog.build(name, n["clf"], dataset="mnist", profile="smoke", seeds=0, pair=(0, 1),
                        **data)
-    cf = ex.explain(x[y == 0][:4].to(device), 1, seed=0)
+    xq = x[y == 0][:4].to(device)
+    cf = ex.explain(xq, 1, seed=0)
     assert cf.x_cf.device.type == device and cf.success.device.type == device
-    assert torch.isfinite(cf.x_cf).all()
+    # the same checks of the result as the catalog's test, on this device
+    check_what_comes_back(name, cf, xq, n["clf"], 1, pool_x=x[y == 1])
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -52,14 +55,33 @@ def test_metrics_and_training_follow_the_device(device, bars):
     torch.manual_seed(0)
     clf = C3LTClassifier().to(device)
     train_classifier(clf, x, y, epochs=1, batch_size=64)
-    assert 0 <= accuracy(clf, x, y) <= 1
+    acc = accuracy(clf, x, y)
+    with torch.no_grad():                     # asked of the model on the CPU
+        cpu = copy.deepcopy(clf).cpu()
+        assert acc == pytest.approx((cpu(x).argmax(1) == y).float().mean().item())
+    assert acc > 0.9                          # one epoch separates the bars
     ae = ConvAutoencoder().to(device)
     train_autoencoder(ae, x[:64], epochs=1, batch_size=32)
     xd = x[:8].to(device)
-    assert im1(xd, ae, ae).device.type == device
-    assert proximity(xd, xd.flip(0)).device.type == device
-    res = aupc(clf, xd, xd.flip(0), y[:8].to(device), (1 - y[:8]).to(device), steps=4)
-    assert res.aupc_target.shape == (8,)
-    feat = FrozenFeatures(torch.nn.Flatten().to(device), num_features=784)
-    fid, kid = fid_kid(xd, xd.flip(0), feat, kid_subset_size=4)
-    assert fid == fid and kid == kid          # finite, not NaN
+    same = im1(xd, ae, ae)                    # one autoencoder both ways: a ratio of 1
+    assert same.device.type == device and torch.allclose(same, torch.ones_like(same), atol=1e-4)
+    half = xd.clone()
+    half[:, :, :, :14] = -half[:, :, :, :14]
+    prox = proximity(xd, half)                # by hand: the mean of 2|x| on the left half
+    want = (2 * xd[:, :, :, :14].abs()).flatten(1).sum(1) / 784
+    assert prox.device.type == device and torch.allclose(prox, want, atol=1e-6)
+    q, t = y[:8].to(device), (1 - y[:8]).to(device)
+    x_cf = xd.flip(0)
+    res = aupc(clf, xd, x_cf, q, t, steps=4)
+    with torch.no_grad():                     # the path starts at the query, ends at the CF
+        p0, p1 = torch.softmax(clf(xd), 1), torch.softmax(clf(x_cf), 1)
+    start, end = res.target_curve[:, 0], res.target_curve[:, -1]
+    assert torch.allclose(start, p0.gather(1, t[:, None]).squeeze(1).cpu(), atol=1e-5)
+    assert torch.allclose(end, p1.gather(1, t[:, None]).squeeze(1).cpu(), atol=1e-5)
+    # FID of a shifted copy in 4 features is the squared shift (equal covariances)
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(200, 1, 1, 4, generator=g).to(device)
+    shift = torch.tensor([1.0, -2.0, 0.0, 0.5], device=device).view(1, 1, 1, 4)
+    feat = FrozenFeatures(torch.nn.Flatten().to(device), num_features=4)
+    fid, kid = fid_kid(a + shift, a, feat, kid_subset_size=50)
+    assert fid == pytest.approx(5.25, rel=1e-3) and kid > 0.1

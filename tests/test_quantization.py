@@ -203,7 +203,11 @@ def test_cf_ptq_calibration_set_is_nontarget_images_plus_one_teacher_point_each(
     keep = y[:40] != 0
     assert len(xc) == 2 * keep.sum()
     assert torch.equal(xc[:keep.sum()], x[:40][keep])
-    assert not torch.equal(xc[keep.sum():], x[:40][keep]) and 0 <= rate <= 1
+    assert not torch.equal(xc[keep.sum():], x[:40][keep])
+    # the rate is the share of those teacher points the classifier puts in the target
+    with torch.no_grad():
+        hit = (small_cnn_bars(xc[keep.sum():]).argmax(1) == 0).float().mean().item()
+    assert rate == pytest.approx(hit)
     with pytest.raises(ValueError, match="calibration set is empty"):
         cf_calibration_set(small_cnn_bars, latent_ae_bars, x[y == 0][:4], y[y == 0][:4], 0)
 

@@ -83,7 +83,13 @@ class Schut(Explainer):
                 break
             if it == cfg.max_iters:   # last pass only checks who is done
                 break
-            (grad,) = torch.autograd.grad(p_t[sel][keep].sum(), zf)
+            obj = p_t[sel][keep]
+            if zf.dtype == torch.float16:
+                # a confidently classified query has p_t ~ 1e-12, whose gradient underflows
+                # in a float16 network's backward pass (the search would stop at once);
+                # log p_t has the same per-image ranking and signs (a factor 1 / p_t > 0)
+                obj = obj.clamp_min(1e-30).log()
+            (grad,) = torch.autograd.grad(obj.sum(), zf)
             grad = grad[sel][keep]
             rows = active[keep]
             za = zf.detach()[sel][keep]
