@@ -93,6 +93,8 @@ CHAPTERS: dict[str, Chapter] = {c.name: c for c in (
     Chapter("performance", "performance.py", "How fast the methods run, batched and alone",
             reads=("mnist_eval.csv", "fashion_mnist_test.csv"),
             external=("performance.csv", "performance_machine.csv"), writes=False),
+    Chapter("your_method", "your_method.py", "Benchmark your own method",
+            reads=("mnist_eval.csv",), data=("mnist",)),
 )}
 
 
