@@ -24,7 +24,7 @@
 #
 # ```bash
 # cflib bench --method mypkg.mymodule:MyExplainer --config '{"steps": 50}' \
-#     --tables c3lt-mnist,c3lt-fmnist --profile smoke --pairs 4->9
+#     --tables c3lt-mnist,c3lt-fmnist --profile smoke --pairs '4->9,0->2'
 # ```
 #
 # It writes a results file per table (the book's results schema) and one HTML page
