@@ -94,6 +94,8 @@ CHAPTERS: dict[str, Chapter] = {c.name: c for c in (
             reads=("mnist_eval.csv", "fashion_mnist_test.csv"),
             external=("performance.csv", "performance_machine.csv", "performance_loops.csv"),
             writes=False),
+    Chapter("your_method", "your_method.py", "Benchmark your own method",
+            reads=("mnist_eval.csv",), data=("mnist",)),
 )}
 
 

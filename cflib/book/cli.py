@@ -10,6 +10,11 @@
                                         changed), and why
     cflib sweep NAME --seeds 0 1 2      chapters x training seeds on Dask, merged
     cflib readme [--results DIR]        regenerate the README's summary and the results page
+    cflib bench --method PKG.MODULE:NAME [--config JSON] [--tables T1,T2] [--profile P]
+                [--pairs 4->9,...] [--n-images N] [--out DIR]
+                                        your method through the book's tables: a results
+                                        file per table and an HTML page beside the book's
+                                        rows and the papers' (cflib.bench.compare)
 """
 from __future__ import annotations
 
@@ -67,10 +72,35 @@ def main(argv=None) -> None:
                                         "notebook and fill its discussion again (no run)")
     rf.add_argument("name", choices=list(CHAPTERS) + ["all"])
     sub.add_parser("sweep", help="chapters x training seeds on Dask (cflib sweep --help)")
+    bn = sub.add_parser("bench", help="your method through the book's tables, beside the "
+                                      "book's rows (cflib.bench.compare)")
+    bn.add_argument("--method", required=True,
+                    help="package.module:Name of an Explainer subclass or of a function "
+                         "fn(model, x, target) -> x_cf (the current folder is searched)")
+    bn.add_argument("--config", default=None,
+                    help="the method's config as JSON, e.g. '{\"steps\": 50}'")
+    bn.add_argument("--tables", default="c3lt-mnist",
+                    help="comma-separated, of c3lt-mnist, c3lt-fmnist, bayes-mc_dropout, "
+                         "bayes-bnn (default c3lt-mnist)")
+    bn.add_argument("--profile", default="smoke", choices=list(PROFILES))
+    bn.add_argument("--pairs", default=None,
+                    help="comma-separated class pairs of the C3LT tables, e.g. 4->9,3->8 "
+                         "(default: every pair of each table)")
+    bn.add_argument("--n-images", type=int, default=None,
+                    help="queries per pair (C3LT) or per repeat (Bayesian); default: the "
+                         "profile's")
+    bn.add_argument("--out", default=None,
+                    help="the folder written (default _build/bench/<method>-<profile>/; "
+                         "never inside results/ or book/)")
+    bn.add_argument("--device", default="cpu")
+    bn.add_argument("--train-seed", type=int, default=0)
+    bn.add_argument("--data-seed", type=int, default=0)
     rd = sub.add_parser("readme", help="regenerate the README's headline tables")
     rd.add_argument("--results", default="results")
     rd.add_argument("--readme", default="README.md")
     args = ap.parse_args(argv)
+    if args.command == "bench":
+        return bench(args)
 
     from cflib.book.runs import assemble, cli, digests
 
@@ -107,6 +137,47 @@ def main(argv=None) -> None:
         print(f"{args.readme}: summary regenerated from {args.results}/; "
               f"{RESULTS_PAGE.relative_to(RESULTS_PAGE.parents[1])}: every headline table and "
               "the chapters' timings")
+
+
+def bench(args) -> None:
+    """``cflib bench``: every argument checked before any network is loaded (a bad one
+    exits with its message), then :func:`cflib.bench.compare.compare` with the book's page
+    renderer; prints where the results files and the page are."""
+    import json
+    import os
+    import sys
+    import time
+
+    from cflib.bench.compare import prepare
+    from cflib.bench.seeds import Seeds
+    from cflib.book.report.comparison import bench_page
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())          # --method of the current folder, as python -m
+    config = None
+    if args.config is not None:
+        try:
+            config = json.loads(args.config)
+        except json.JSONDecodeError as err:
+            raise SystemExit(f"cflib bench: --config is not JSON ({err}): write it like "
+                             "'{\"steps\": 50}'") from None
+        if not isinstance(config, dict):
+            raise SystemExit(f"cflib bench: --config must be a JSON object of the method's "
+                             f"config fields, got {args.config!r}")
+    try:
+        plan = prepare(args.method, args.tables, args.profile, config, args.pairs,
+                       args.n_images, args.out, Seeds(args.train_seed, args.data_seed),
+                       device=args.device, page=bench_page)
+    except (ValueError, TypeError, FileNotFoundError) as err:
+        notes = "".join(f" {n}" for n in getattr(err, "__notes__", []))
+        raise SystemExit(f"cflib bench: {err}{notes}") from None
+    t0 = time.perf_counter()
+    cmp = plan.run()
+    print(f"{cmp.method} through {', '.join(cmp.tables)} at profile {cmp.profile} in "
+          f"{time.perf_counter() - t0:.0f} s")
+    for key in cmp.tables:
+        print(f"results ({key}): {cmp.csv(key)}")
+    print(f"page: {cmp.page}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ checks the classifier and networks against the ones it was fitted with
 
 :data:`EXPLAINERS` maps each method's name, spelled as the papers spell it, to its
 class.  (The benchmark harness builds them at a profile's sizes with the book's
-trained networks: :mod:`cflib.bench.catalog`.)
+trained networks: :mod:`cflib.bench.catalog`.)  A plain function
+``fn(model, x, target) -> x_cf`` becomes an explainer with :class:`FunctionExplainer`
+or, as a class, :func:`from_function` (not in :data:`EXPLAINERS`: it is the user's).
 
 C3LT table (Khorram & Fuxin 2022): Original Data, Adv. Attack, CEM, CVE, ExpGAN, C3LT,
 plus our reference rows and variants: Query (unchanged), CEM (targeted), CEM (paper
@@ -30,6 +32,7 @@ from cflib.explainers.c3lt import C3LT, C3LTConfig, C3LTInverted, C3LTReconstruc
 from cflib.explainers.cem import CEM, CEMConfig, CEMPaperBudget, CEMTargeted
 from cflib.explainers.cve import CVE, CVEConfig, CVEReceptiveField
 from cflib.explainers.expgan import ExpGAN, ExpGANConfig
+from cflib.explainers.function import FunctionConfig, FunctionExplainer, from_function
 from cflib.explainers.latent import LatentRecourse, LatentRecourseConfig
 from cflib.explainers.latent_search import LatentSearch, LatentSearchConfig
 from cflib.explainers.original import OriginalData, OriginalDataConfig, QueryUnchanged
@@ -60,7 +63,7 @@ def get_explainer(name: str) -> type[Explainer]:
 
 
 __all__ = ["EXPLAINERS", "get_explainer", "Counterfactuals", "Explainer", "ExplainerConfig",
-           "FitRecord",
+           "FitRecord", "FunctionExplainer", "FunctionConfig", "from_function",
            "OriginalData", "OriginalDataConfig", "QueryUnchanged", "AdvAttack",
            "AdvAttackConfig", "CEM", "CEMConfig", "CEMTargeted", "CEMPaperBudget", "CVE",
            "CVEConfig", "CVEReceptiveField", "ExpGAN", "ExpGANConfig", "C3LT", "C3LTConfig",

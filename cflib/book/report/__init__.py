@@ -2,10 +2,20 @@
 
 * :mod:`cflib.book.report.tables`: ours beside the papers' numbers, pivots, rankings;
 * :mod:`cflib.book.report.figures`: counterfactual grids, curves, heatmaps;
-* :mod:`cflib.book.report.readme`: the README's headline block (``python -m cflib.book.report``).
+* :mod:`cflib.book.report.readme`: the README's headline block (``python -m cflib.book.report``);
+* :mod:`cflib.book.report.comparison`: a user's method beside the book's rows
+  (``cflib bench``, :func:`cflib.bench.compare.compare`'s page).
 
 Paper values come from :mod:`cflib.bench.reference`, never typed into a notebook.
 """
+from cflib.book.report.comparison import (
+    bench_grid,
+    bench_page,
+    bench_ranks,
+    bench_reading,
+    bench_section,
+    bench_table,
+)
 from cflib.book.report.display import Page, fmt, page_table, verdicts
 from cflib.book.report.figures import (
     plot_acc_vs_vd,
@@ -59,7 +69,8 @@ from cflib.book.report.tables import (
     tuning_table,
 )
 
-__all__ = ["loops_table", "machine_table", "Page", "fmt", "page_table", "verdicts", "plot_c3lt_training", "confounded_table", "plot_im1_vs_confidence", "psce_ablation_table", "bayes_table", "class_accuracy_table", "comparison_table", "kendall_tau", "metrics_table", "pair_table",
+__all__ = ["bench_grid", "bench_page", "bench_ranks", "bench_reading", "bench_section",
+           "bench_table", "loops_table", "machine_table", "Page", "fmt", "page_table", "verdicts", "plot_c3lt_training", "confounded_table", "plot_im1_vs_confidence", "psce_ablation_table", "bayes_table", "class_accuracy_table", "comparison_table", "kendall_tau", "metrics_table", "pair_table",
            "pair_title", "pairs_table", "perturbation_table", "profile_table", "paper_rows", "rank_methods", "rank_summary",
            "ranking_agreement", "spread_table", "style", "tuning_table", "plot_aupc_curves", "plot_bayes_grid", "plot_cf_grid",
            "plot_perturbation_curves", "plot_rank_heatmaps", "plot_seconds", "headline",

@@ -1,0 +1,199 @@
+"""A user's method beside the book's rows: the tables, ranks, grid and page of a
+:class:`cflib.bench.compare.Comparison`.
+
+The numbers come from the comparison (:mod:`cflib.bench.compare`: its rows, means, ranks
+and the chapter's checks); this module only shows them, with the book's own page tables
+(:func:`~cflib.book.report.display.page_table`, :func:`~cflib.book.report.display.verdicts`)
+and figures (:func:`~cflib.book.report.figures.plot_cf_grid`,
+:func:`~cflib.book.report.figures.plot_bayes_grid`):
+
+* :func:`bench_table`: every row's value beside the paper's, as the chapter's table;
+* :func:`bench_ranks`: each row's rank per metric, and its mean rank;
+* :func:`bench_grid`: the method's counterfactuals beside the reference rows';
+* :func:`bench_reading`: a few sentences read off the numbers;
+* :func:`bench_page`: all of it, per table, as one self-contained HTML page (the style
+  inline, the figures as base64 PNG): the renderer ``cflib.bench.compare`` takes.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from cflib.bench.data import PROJECT_ROOT
+from cflib.bench.tables import bayes, c3lt
+from cflib.book.report.display import fmt, page_table, verdicts
+from cflib.book.report.figures import DPI, plot_bayes_grid, plot_cf_grid
+from cflib.book.report.tables import bayes_table, comparison_table, metrics_table, pair_title
+
+#: the book's stylesheet, inlined into the page (a minimal one where it is not found)
+CSS = PROJECT_ROOT / "_static" / "cflib.css"
+_PAGE_CSS = """body { font-family: system-ui, sans-serif; max-width: 820px; margin: 2em auto;
+  padding: 0 1em; line-height: 1.45; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.25em; margin-top: 2em; } h3 { font-size: 1.05em; }
+img { max-width: 100%; height: auto; }
+p.note { background: #f6f6f6; border-left: 3px solid #999; padding: 0.5em 0.8em; }
+"""
+
+
+def _metrics(tc) -> list[str]:
+    return [s.name for s in tc.table.metrics]
+
+
+def bench_table(tc) -> pd.DataFrame:
+    """Rows = the rows shown (reference rows, the method, the book's), columns = (metric,
+    ours / paper) on the paper's scale: the chapter's table (C3LT tables: the means over
+    the pairs run; Bayesian tables: the mean ± sd over repeats)."""
+    if tc.table.kind == "c3lt":
+        return comparison_table(tc.shown, "c3lt", tc.table.dataset, metrics=_metrics(tc),
+                                methods=tc.methods)
+    metrics = [m for m in _metrics(tc) if m in set(tc.shown["metric"])]
+    return bayes_table(tc.shown, tc.table.model, tc.table.dataset, metrics=metrics,
+                       methods=tc.methods)
+
+
+def bench_ranks(tc) -> pd.DataFrame:
+    """Each row's rank per metric (1 = best, in the metric's direction) and its mean rank
+    over them."""
+    r = tc.ranks()
+    r["mean rank"] = r.mean(axis=1)
+    return r
+
+
+def bench_grid(tc, n: int | None = None):
+    """The method's counterfactuals beside the reference rows' (the same queries): one
+    figure per pair (C3LT tables), or the first queries of the first repeat (Bayesian)."""
+    rows = [tc.method, *[m for m in ("Original Data", "Query (unchanged)")]]
+    if tc.table.kind == "c3lt":
+        return [plot_cf_grid(tc.counterfactuals, pair, rows, n=n or 4,
+                             title=pair_title(tc.table.dataset, pair)) for pair in tc.pairs]
+    return [plot_bayes_grid(tc.counterfactuals, rows, n=n or 6,
+                            title=f"{tc.table.title}: label → target above each query")]
+
+
+def _list(names) -> str:
+    names = list(names)
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def bench_reading(tc) -> str:
+    """What the numbers say about the method, in a few sentences (every number read from
+    the comparison): its ranks, its validity beside the real target images', and (C3LT
+    tables) how far it moves the query against a real target image."""
+    ranks, wide, m = tc.ranks(), tc.wide(), tc.method
+    r = ranks.loc[m]
+    n = len(ranks)
+    first = [k for k in ranks.columns if r[k] == 1]
+    last = [k for k in ranks.columns if r[k] == ranks[k].max() and ranks[k].max() > 1]
+    others = "; ".join(f"{k} {fmt(ranks.loc[k].mean(), 2)}" for k in ranks.index if k != m)
+    out = [f"Among the {n} rows of this table (the reference rows ranked too), {m} ranks "
+           f"first on {_list(first) or 'no metric'}"
+           + (f" and last on {_list(last)}" if last else "")
+           + f"; its mean rank over the {len(ranks.columns)} ranked metrics is "
+           f"{fmt(r.mean(), 2)} (" + (others or "no other row") + ")."]
+    valid = "Validity" if tc.table.kind == "c3lt" else "Validity_fresh"
+    if valid in wide.columns:
+        v, real = wide.loc[m, valid], wide[valid].get("Original Data")
+        out.append(f"The classifier assigns {fmt(100 * v, 3)} % of its counterfactuals to the "
+                   "target" + (f" (real target images: {fmt(100 * real, 3)} %)."
+                               if real is not None and pd.notna(real) else "."))
+    if tc.table.kind == "c3lt" and "Proximity_vs_real" in wide.columns:
+        ratio = wide.loc[m, "Proximity_vs_real"]
+        text = (f"It changes the query {fmt(ratio, 2)} times as much as a different real "
+                "image of the target class does (Original Data's proximity)")
+        if ratio >= c3lt.CONFOUNDED_RATIO:
+            text += (f"; at {fmt(c3lt.CONFOUNDED_RATIO, 2)} or more it redraws the query rather "
+                     "than edits it, so its realism scores (IM1, IM2, FID, KID) reward the "
+                     "redraw")
+        out.append(text + ".")
+    return " ".join(out)
+
+
+def _figure_html(fig, alt: str) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<p><img src="data:image/png;base64,{data}" alt="{html.escape(alt)}"></p>'
+
+
+def _run_table(cmp) -> pd.DataFrame:
+    rows = {"method": cmp.method, "given as": cmp.given,
+            "config": ", ".join(f"{k}={v!r}" for k, v in cmp.config.items()) or "–",
+            "profile": cmp.profile, "training seed": cmp.seeds.train,
+            "data seed": cmp.seeds.data, "device": cmp.device,
+            "queries": cmp.n_images if cmp.n_images is not None else "the profile's",
+            "tables": ", ".join(cmp.tables)}
+    return pd.DataFrame({"value": [str(v) for v in rows.values()]},
+                        index=pd.Index(list(rows), name="run"))
+
+
+def bench_section(tc) -> str:
+    """One table of the page: where the rows beside the method come from, the table, the
+    ranks, the reading, the grid and the chapter's checks."""
+    t, parts = tc.table, []
+    parts.append(f"<h2>{html.escape(t.title)}</h2>")
+    acc = tc.results[tc.results["method"] == "Classifier"]["value"]
+    if len(acc):
+        parts.append(f"<p>The table's classifier reaches {fmt(100 * acc.iloc[0], 4)} % test "
+                     "accuracy." + (f" Pairs run: {html.escape(', '.join(tc.pairs))}." if
+                                    tc.pairs else "") + "</p>")
+    parts.append(f'<p class="note">{html.escape(tc.note)}</p>')
+    scope = ("mean over the pairs run" if t.kind == "c3lt"
+             else "mean ± sd over the repeats")
+    parts.append("<h3>The table</h3>")
+    parts.append(str(page_table(bench_table(tc),
+                                caption=f"{scope}; the paper's value beneath ours where it "
+                                        "reports one")))
+    parts.append("<h3>Ranks</h3>")
+    parts.append(str(page_table(bench_ranks(tc),
+                                caption="1 = best, in each metric's direction (the arrow); "
+                                        "ties share the best rank; time is not ranked")))
+    parts.append(f"<p>{html.escape(bench_reading(tc))}</p>")
+    parts.append("<h3>Counterfactuals</h3><p>The method's counterfactuals beside the "
+                 "reference rows' on the same queries; a red frame: not assigned to the "
+                 "target" + (" (with each its change from the query: red ink added, blue "
+                             "removed)." if t.kind == "c3lt" else ".") + "</p>")
+    for fig in bench_grid(tc):
+        parts.append(_figure_html(fig, f"{tc.method} beside the reference rows"))
+    parts.append("<h3>The chapter's checks</h3><p>What the papers lead us to expect of this "
+                 "table, on the rows above"
+                 + (" (your row included: a <i>best</i> that fails may be beaten by yours)"
+                    if t.kind == "c3lt" else " (a <i>best</i> among the paper's five methods)")
+                 + ":</p>")
+    checks = tc.checks()
+    if checks.empty:
+        parts.append("<p>None of the table's expectations applies to these rows: they compare "
+                     "the papers' methods, and none of them stands beside yours here.</p>")
+    else:
+        parts.append(str(verdicts(checks, by=["model"] if t.kind == "bayes" else None)))
+    specs = c3lt.C3LT_METRICS if t.kind == "c3lt" else bayes.BAYES_METRICS
+    parts.append(f"<details><summary>What each metric means</summary>"
+                 f"{metrics_table(specs)}</details>")
+    return "\n".join(parts)
+
+
+def bench_page(cmp) -> str:
+    """The comparison as one self-contained HTML page: the run, then each table's
+    section (:func:`bench_section`); the book's stylesheet inline, figures as base64
+    PNG, no file or network access needed to view it."""
+    css = CSS.read_text() if CSS.exists() else ""
+    title = f"{cmp.method} beside the book's tables"
+    body = [f"<h1>{html.escape(title)}</h1>",
+            "<p>Your method run through exactly the protocol of each table (its queries, data "
+            "seed, trained networks, metrics and reference rows), beside the book's rows and "
+            "the papers' values.</p>",
+            str(page_table(_run_table(cmp)))]
+    body += [bench_section(tc) for tc in cmp.tables.values()]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{_PAGE_CSS}{css}</style></head>"
+            "<body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+__all__ = ["bench_table", "bench_ranks", "bench_grid", "bench_reading", "bench_section",
+           "bench_page"]
