@@ -336,8 +336,14 @@ def tune_c3lt_budget(datasets=("mnist", "fmnist"), profile="standard", seed: int
     return pd.DataFrame(rows), pd.DataFrame(curves)
 
 
-def best_c3lt_budget(df: pd.DataFrame, min_validity: float = 0.99,
-                     proximity_slack: float = 0.02, batch: int = 32) -> str:
+#: the rule of :func:`best_c3lt_budget`: validity on every validation pair, and how far
+#: above the curve's best proximity a budget may be
+C3LT_BUDGET_MIN_VALIDITY = 0.99
+C3LT_BUDGET_SLACK = 0.02
+
+
+def best_c3lt_budget(df: pd.DataFrame, min_validity: float = C3LT_BUDGET_MIN_VALIDITY,
+                     proximity_slack: float = C3LT_BUDGET_SLACK, batch: int = 32) -> str:
     """The mapping budget the ``standard`` profile trains (a candidate of
     :data:`C3LT_BUDGETS` at ``batch``): the smallest budget whose validity is at least
     ``min_validity`` on every validation pair (a margin for the table's pairs, which must

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from cflib.bench.profiles import PROFILES
 from cflib.book.chapters import CHAPTERS, parameter_schema
@@ -132,7 +133,13 @@ def main(argv=None) -> None:
             print(f"{name}: prose refreshed -> {assemble.refresh_prose(name)}")
     elif args.command == "readme":
         from cflib.book.report.readme import RESULTS_PAGE, update_readme
+        from cflib.book.runs.paths import RESULTS_DIR
 
+        if Path(args.results).resolve() == RESULTS_DIR.resolve():
+            try:        # never publish a results file its notebook did not write
+                digests.refuse_unmatched([c for c in CHAPTERS.values() if c.writes])
+            except ValueError as err:
+                raise SystemExit(str(err)) from None
         update_readme(args.readme, args.results)
         print(f"{args.readme}: summary regenerated from {args.results}/; "
               f"{RESULTS_PAGE.relative_to(RESULTS_PAGE.parents[1])}: every headline table and "

@@ -590,7 +590,13 @@ class Explainer:
 
 
 def _explainer_class(name: str) -> type[Explainer]:
-    """The imported explainer class whose ``name`` is ``name`` (for :meth:`Explainer.load`)."""
+    """The explainer class whose ``name`` is ``name`` (for :meth:`Explainer.load`): cflib's
+    own method of that name (``cflib.explainers.EXPLAINERS``) first, else the one imported
+    class that defines it."""
+    from cflib import explainers
+
+    if name in explainers.EXPLAINERS:
+        return explainers.EXPLAINERS[name]
     found, todo = [], list(Explainer.__subclasses__())
     while todo:
         c = todo.pop()

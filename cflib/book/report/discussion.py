@@ -288,7 +288,14 @@ def render(template: str, readings: Readings, **context) -> str:
     from cflib.book.report.tables import kendall_tau
 
     vp = VALIDATION_PAIRS.get(readings.dataset)
+    from cflib.bench.tuning import C3LT_BUDGET_MIN_VALIDITY, C3LT_BUDGET_SLACK
+
     context = {"latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
+               "budget_min_validity": C3LT_BUDGET_MIN_VALIDITY,
+               "budget_slack": C3LT_BUDGET_SLACK,
+               # a lever "moves" C3LT's proximity when it changes it by more than this
+               # (per pixel on [-1, 1]: about a tenth of C3LT's proximity on these tables)
+               "lever_effect": 0.03,
                "validation_pair": f"{vp[0]}→{vp[1]}" if vp else "", **context}
     return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
                                              math=math, profile=profile, kendall=kendall_tau,

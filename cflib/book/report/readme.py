@@ -260,13 +260,8 @@ def results_page(results_dir="results", nb_dir: Path = CHAPTER_DIR) -> str:
 
 def update_readme(readme="README.md", results_dir="results", page=None) -> str:
     """Rewrite the README's summary block and the book's results page (both from the
-    results files; both fail before anything is written when a file is missing, or, for
-    the book's own results, when a file does not match the notebook that wrote it)."""
-    from cflib.book.runs.digests import refuse_unmatched
-    from cflib.book.runs.paths import RESULTS_DIR
-
-    if Path(results_dir).resolve() == RESULTS_DIR.resolve():
-        refuse_unmatched([c for c in CHAPTERS.values() if c.writes])
+    results files; both fail before anything is written when a file is missing; ``cflib
+    readme`` first refuses a committed results file that does not match its notebook)."""
     block = summary(results_dir)
     text = results_page(results_dir)
     atomic_write(Path(page or RESULTS_PAGE), text)
