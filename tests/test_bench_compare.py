@@ -82,7 +82,8 @@ def table_row(page: str, method: str) -> str:
 # -- the toy explainer through the command ---------------------------------------------------
 #: the runs below train the smoke networks of the C3LT table's evaluation (classifier,
 #: autoencoders, feature network, independent classifier): with an empty cache the first
-#: took 313 s on this project's 2-core machine (other jobs running), so they are slow
+#: took 313 s and 461 s in two runs on this project's 2-core machine (other jobs running),
+#: so they are slow
 @pytest.mark.slow
 def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched):
     out = tmp_path / "toy"
@@ -150,6 +151,27 @@ def test_a_plain_function_through_compare(fn_run, untouched):
     assert tc.methods == ["Original Data", "Query (unchanged)", "fgsm_step"]
 
 
+@pytest.mark.slow
+def test_a_function_through_a_bayesian_table(bench_cache, tmp_path, capsys, untouched):
+    """The same command on the MC-dropout table (its runner adds the reference rows): the
+    function's row beside them, per repeat, and the chapter's checks of the reference
+    rows."""
+    out = tmp_path / "bayes"
+    main(["bench", "--method", "tests.fixtures.toy:fgsm_step", "--tables", "bayes-mc_dropout",
+          "--profile", "smoke", "--out", str(out)])
+    assert f"page: {out / 'comparison.html'}" in capsys.readouterr().out
+    df = read_results(out / "comparison_bayes-mc_dropout.csv")
+    assert list(df.columns) == [*COLUMNS, "repeat"]
+    assert set(df["method"]) == {"Classifier", "fgsm_step", "Original Data",
+                                 "Query (unchanged)"} and set(df["model"]) == {"mc_dropout"}
+    tc = Comparison.load(out).tables["bayes-mc_dropout"]
+    assert "Implausibility" in tc.ranks().columns and "at profile standard" in tc.note
+    assert set(tc.checks()["verdict"]) <= {"holds", "fails", "not tested"}
+    assert len(tc.checks())                               # Original Data vs the query
+    body = (out / "comparison.html").read_text()
+    assert table_row(body, "fgsm_step") and "Bayesian classifiers, MNIST: MC dropout" in body
+
+
 # -- the book's rows beside a run, on a run made up here (no network) ----------------------
 #: the made-up run's values: row -> (IM1, Proximity, Validity)
 MADE_UP = {"Original Data": (0.4, 0.3, 0.9), "Query (unchanged)": (1.2, 0.0, 0.0),
@@ -208,7 +230,8 @@ def test_ranks_reading_and_page_of_a_made_up_run(tmp_path):
     back = Comparison.load(tmp_path, "mine", book_results=tmp_path)
     pd.testing.assert_frame_equal(back.results, cmp.results)
     assert back.tables["c3lt-mnist"].ranks().equals(ranks)
-    assert "there is no mnist_eval.csv" in back.tables["c3lt-mnist"].note
+    assert ("no mnist_eval.csv (the mnist_eval chapter's results) was found, which cflib "
+            "chapter mnist_eval --profile smoke writes" in back.tables["c3lt-mnist"].note)
 
 
 def test_the_book_rows_stand_beside_a_run_whose_reference_rows_are_theirs(tmp_path):

@@ -139,10 +139,6 @@ class BenchTable:
         return [s.name for s in self.metrics
                 if not s.timing and s.name != "N_already_target"]
 
-    @property
-    def expectations(self) -> str:
-        return self.kind
-
 
 #: the tables of :func:`compare`, by key
 TABLES: dict[str, BenchTable] = {t.key: t for t in (
@@ -262,7 +258,7 @@ def _stand_in(table: BenchTable):
         return C3LTClassifier().eval()
     if table.model == "mc_dropout":
         return MCDropoutCNN(p=0.5, n_samples=2, sample_seed=0).eval()
-    return BayesByBackpropCNN(prior_sigma=0.1, rho_init=-5.0).eval()
+    return BayesByBackpropCNN(prior_sigma=0.1, rho_init=-5.0, n_samples=2, sample_seed=0).eval()
 
 
 def _probe(method: Method, table: BenchTable) -> None:
@@ -395,8 +391,9 @@ def book_rows(table: BenchTable, own: pd.DataFrame, profile: Profile, seeds: See
     mine = "only this run's own reference rows (Original Data, Query (unchanged)) stand " \
            "beside it"
     if not path.exists():
-        return None, (f"The book's rows of this table are not shown: there is no {shown} "
-                      f"(make chapter NB={table.book_name} writes it); {mine}."), None
+        return None, (f"The book's rows of this table are not shown: no {shown} was found, "
+                      f"which cflib chapter {table.book_name} --profile {profile.name} "
+                      f"writes; {mine}."), None
     df = read_results(path)
     df = df[(df["dataset"] == table.dataset) & (df["model"] == table.model)]
     df = df[df["method"] != CLASSIFIER]
@@ -563,8 +560,14 @@ class Comparison:
         paths.  :meth:`load` reads them back."""
         folder, name = Path(folder), check_name(name)
         paths = []
-        for key, t in self.tables.items():
-            paths += t.run.save(folder, f"{name}_{key}")
+        for t in self.tables.values():
+            paths += save_table(t, folder, name)
+        return self.save_record(folder, name, paths)
+
+    def save_record(self, folder, name: str, paths=()) -> list[Path]:
+        """Write ``<name>.json`` (the method, its config, the run, the tables) beside the
+        tables' files ``paths`` already written; returns every path."""
+        folder, name, paths = Path(folder), check_name(name), list(paths)
         doc = {"schema": SCHEMA, "kind": _KIND, "method": self.method, "given": self.given,
                "config": self.config, "profile": self.profile,
                "seeds": {"train": self.seeds.train, "data": self.seeds.data},
@@ -602,6 +605,13 @@ class Comparison:
         return cls(doc["method"], doc["given"], doc["config"], doc["profile"], seeds,
                    doc["device"], doc["n_images"], tables, folder, name,
                    page if page.exists() else None)
+
+
+def save_table(t: TableComparison, folder, name: str) -> list[Path]:
+    """One table's run as its chapter saves it (``TableRun.save`` / ``BayesRun.save``):
+    ``<name>_<table>.csv`` in the results schema, its extra tables and the counterfactuals
+    the page shows."""
+    return t.run.save(Path(folder), f"{check_name(name)}_{t.table.key}")
 
 
 # -- checking everything first ---------------------------------------------------------------
@@ -731,14 +741,17 @@ class Plan:
 
         before = torch.get_num_threads()
         torch.set_num_threads(threads())
+        done, written = {}, []
         try:
-            done = {t.key: self.run_table(t) for t in self.tables}
+            for t in self.tables:        # each table's files written as soon as it is done
+                done[t.key] = self.run_table(t)
+                written += save_table(done[t.key], self.out, self.results_name)
         finally:
             torch.set_num_threads(before)
         cfg = asdict(self.method.config) if is_dataclass(self.method.config) else {}
         cmp = Comparison(self.method.name, self.method.given, cfg, self.profile.name,
                          self.seeds, str(self.device), self.n_images, done)
-        cmp.save(self.out, self.results_name)
+        cmp.save_record(self.out, self.results_name, written)
         if self.page is not None:
             html = self.page(cmp)
             cmp.page = atomic_write(self.out / f"{self.results_name}.html", html)

@@ -144,6 +144,9 @@ def bench_section(tc) -> str:
                      "accuracy." + (f" Pairs run: {html.escape(', '.join(tc.pairs))}." if
                                     tc.pairs else "") + "</p>")
     parts.append(f'<p class="note">{html.escape(tc.note)}</p>')
+    if tc.book is not None:
+        parts.append("<p>The book's rows were timed on the machine of the book's run, yours on "
+                     "this one: their Seconds_per_CF do not compare (time is not ranked).</p>")
     scope = ("mean over the pairs run" if t.kind == "c3lt"
              else "mean ± sd over the repeats")
     parts.append("<h3>The table</h3>")
