@@ -271,15 +271,44 @@ def test_no_number_is_typed_into_a_discussion(chapter):
     assert not typed, f"{chapter}: numbers typed into the prose: {typed[:10]}"
 
 
+#: per discussion, one value its template quotes as ``v(method, metric, model=...) | f``
+PROBES = {
+    "mnist_eval": ("C3LT", "Proximity", ""),
+    "fashion_mnist_test": ("C3LT", "Proximity", ""),
+    "cross_dataset": ("C3LT", "Proximity", ""),           # a.v(...): mnist_eval's
+    "mnist_bayesian": ("Original Data", "IM1", "mc_dropout"),
+    "fashion_mnist_quant": ("MixedPrec-QAT", "VD", ""),
+}
+
+
+def _probe_value(csv, method, metric, model) -> float:
+    """The probe's value read from a results file here: the mean over pairs of the table's
+    own row (the per-run row where there are no pairs), over the repeats."""
+    df = pd.read_csv(csv, keep_default_na=False)
+    d = df[(df["method"] == method) & (df["metric"] == metric) & (df["variant"] == "")
+           & (df["model"] == model)]
+    means = d[d["aggregate"] == "mean over pairs"]
+    d = means if len(means) else d[d["aggregate"] == ""]
+    if "repeat" in d.columns and (d["repeat"] >= 0).any():
+        d = d[d["repeat"] >= 0]
+    return float(pd.to_numeric(d["value"]).mean())
+
+
+def test_every_discussion_has_a_probe():
+    assert set(PROBES) == set(_discussion_chapters())
+
+
 @pytest.mark.parametrize("chapter", _discussion_chapters())
 def test_a_changed_result_changes_the_discussion(chapter, tmp_path):
     """Render a chapter's discussion from a copy of the committed results, scale every
-    value by 1.37 in the copy, render again: the text changes, and a number of the new
-    results appears in it."""
+    value by 1.37 in the copy, render again: the text changes, and the probe's value, as
+    read from the scaled file and formatted, is in the new text where the old one was in
+    the old text."""
     import shutil
 
     from cflib.bench.data import PROJECT_ROOT
     from cflib.book.report.discussion import DISCUSSIONS, discussion_text
+    from cflib.book.report.discussion import f as fmt
 
     _, _, name, _ = DISCUSSIONS[chapter]
     src = PROJECT_ROOT / "results"
@@ -289,6 +318,7 @@ def test_a_changed_result_changes_the_discussion(chapter, tmp_path):
     shutil.copytree(src, res)
     before = discussion_text(chapter, res)
     assert before.strip()
+    old = _probe_value(res / f"{name}.csv", *PROBES[chapter])
     for f in res.rglob(f"{name}*.csv"):
         df = pd.read_csv(f)
         if "value" in df.columns:
@@ -297,6 +327,9 @@ def test_a_changed_result_changes_the_discussion(chapter, tmp_path):
             df.to_csv(f, index=False)
     after = discussion_text(chapter, res)
     assert after != before
+    new = _probe_value(res / f"{name}.csv", *PROBES[chapter])
+    assert new == pytest.approx(1.37 * old) and fmt(new) != fmt(old)
+    assert fmt(old) in before and fmt(new) in after and fmt(new) not in before
 
 
 def test_the_discussions_number_formats():

@@ -64,7 +64,8 @@ def test_a_sweep_on_a_real_cluster_survives_a_killed_worker(tmp_path, monkeypatc
     """What a cluster user runs: a ``dask scheduler`` and two ``dask worker`` processes on
     127.0.0.1, the sweep sent through ``CFLIB_SCHEDULER``; one worker (and the chapter
     kernel it runs) is killed mid-task, its task is rescheduled on the other, and the
-    merged table has n = 2 for every cell."""
+    merged table has n = 2 for every cell.  The kill waits on a marker: a kernel below a
+    busy worker has trained a network of the chapter (the shared cache's events.log)."""
     import subprocess
     import sys
 
@@ -95,17 +96,45 @@ def test_a_sweep_on_a_real_cluster_survives_a_killed_worker(tmp_path, monkeypatc
         monkeypatch.setenv("CFLIB_SCHEDULER", client.scheduler.address)
         killed = {}
 
+        def inside_a_chapter():
+            """(worker name, kernel pid) of a worker that holds a task and whose chapter
+            kernel is inside the chapter run: a process below the worker has trained a
+            network into the shared cache (its events.log names the process); None if none
+            yet.  A marker, not a time: the kill cannot come before the chapter started or
+            after the task ended."""
+            import psutil
+
+            from cflib.cache import events
+
+            trainers = {e["process"].rsplit(":", 1)[-1] for e in events(Path(env["CFLIB_CACHE"]))
+                        if e["event"] == "trained"}
+            info = client.scheduler_info()["workers"]
+            for addr, tasks in client.processing().items():
+                proc = workers.get(info.get(addr, {}).get("name"))
+                if not tasks or proc is None:
+                    continue
+                try:
+                    below = {str(c.pid) for c in psutil.Process(proc.pid).children(recursive=True)}
+                except psutil.NoSuchProcess:
+                    continue
+                if below & trainers:
+                    return info[addr]["name"], int(min(below & trainers))
+            return None
+
         def killer():
             t1 = time.time()
             while time.time() - t1 < 600:
-                busy = [w for w, tasks in client.processing().items() if tasks]
-                if busy:
-                    time.sleep(8)                      # mid-task, inside the chapter run
-                    name = client.scheduler_info()["workers"][busy[0]]["name"]
-                    os.killpg(workers[name].pid, signal.SIGKILL)   # the worker and its kernel
-                    killed["name"] = name
+                found = inside_a_chapter()
+                if found:
+                    name, kernel = found
+                    os.killpg(workers[name].pid, signal.SIGKILL)   # the worker ...
+                    try:
+                        os.kill(kernel, signal.SIGKILL)   # ... and its kernel (own session)
+                    except ProcessLookupError:
+                        pass
+                    killed.update(name=name, kernel=kernel)
                     return
-                time.sleep(0.5)
+                time.sleep(0.2)
 
         thread = threading.Thread(target=killer, daemon=True)
         thread.start()
@@ -118,7 +147,7 @@ def test_a_sweep_on_a_real_cluster_survives_a_killed_worker(tmp_path, monkeypatc
                 os.killpg(p.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    assert killed, "no worker was killed"
+    assert killed, "no worker was killed inside a chapter run"
     assert res.failures == [] and sorted(s for _, s in res.task_seconds) == [0, 1]
     merged, per_seed = read_sweep("mnist_bayesian", "smoke", root=tmp_path / "sweep")
     assert sorted(per_seed) == [0, 1]

@@ -117,36 +117,95 @@ def test_learned_explainer_cache_key_holds_the_classifier(tmp_cache, tiny_classi
 
 
 TWO_PROCESSES = """
-import sys, time, torch
+import logging, sys, time, torch
+from pathlib import Path
 from cflib.cache import cached, fingerprint
+
+who, marks = sys.argv[1], Path(sys.argv[2])
+
+
+def wait_for(name):
+    t0 = time.time()
+    while not (marks / name).exists():
+        if time.time() - t0 > 120:
+            raise SystemExit(f"process {who}: no {name!r} marker after 120 s")
+        time.sleep(0.02)
+
+
+class MarkWaiting(logging.Handler):   # the cache logs that this process waits for the lock
+    def emit(self, record):
+        if record.getMessage().startswith("waiting: another process is training"):
+            (marks / f"waiting-{who}").touch()
+
+
+log = logging.getLogger("cflib")
+log.setLevel(logging.INFO)
+log.addHandler(MarkWaiting())
+
 
 def build():
     return torch.nn.Linear(4, 2)
 
+
 def train(m):
-    time.sleep(1.5)                      # long enough for the other process to arrive
+    (marks / f"training-{who}").touch()   # inside cached(): this process holds the lock
+    wait_for("go")                        # and trains until the test lets it finish
     with torch.no_grad():
-        m.weight.add_(float(sys.argv[1]))  # each process would train differently
-    return {"who": sys.argv[1]}
+        m.weight.add_(float(who))         # each process would train differently
+    return {"who": who}
+
 
 m, info = cached("toy", {"seed": 0, "kind": "lock-test"}, build, train)
 print(fingerprint(m), info["who"])
 """
 
 
+def _wait_for(path, procs, timeout=120):
+    import time
+
+    t0 = time.time()
+    while not path.exists():
+        dead = [p for p in procs if p.poll() is not None]
+        assert not dead, f"a process ended before {path.name} appeared: {dead[0].communicate()}"
+        assert time.time() - t0 < timeout, f"no {path.name} after {timeout} s"
+        time.sleep(0.02)
+
+
 def test_two_processes_needing_one_network_train_it_once(tmp_path):
-    """A lock per cache entry: the second process waits, then loads what the first wrote."""
+    """A lock per cache entry: the second process, started while the first holds the lock
+    (it is inside its training), waits for it, then loads what the first wrote.  Both steps
+    are markers, not times: process 1 marks that it trains and finishes only when told;
+    process 2 is started after that mark and marks when the cache says it waits."""
     import subprocess
     import sys
 
     from cflib.cache import events
 
     env = {**__import__("os").environ, "CFLIB_CACHE": str(tmp_path / "cache")}
-    procs = [subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, str(k)], env=env,
-                              stdout=subprocess.PIPE, text=True) for k in (1, 2)]
-    outs = [p.communicate(timeout=120)[0].split() for p in procs]
-    assert all(p.returncode == 0 for p in procs)
-    assert outs[0] == outs[1]                      # the same weights, the same trainer
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def start(who):
+        return subprocess.Popen([sys.executable, "-c", TWO_PROCESSES, who, str(marks)],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+
+    procs = [start("1")]
+    try:
+        _wait_for(marks / "training-1", procs)        # process 1 holds the entry's lock
+        procs.append(start("2"))
+        _wait_for(marks / "waiting-2", procs)         # process 2 found it held and waits
+        assert procs[1].poll() is None and not (marks / "training-2").exists()
+        (marks / "go").touch()
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    assert outs[0][0].split() == outs[1][0].split()    # the same weights, trainer 1's
+    assert outs[1][0].split()[1] == "1"
+    assert not (marks / "training-2").exists()         # process 2 never trained
     trained = [e for e in events(tmp_path / "cache") if e["event"] == "trained"]
     assert len(trained) == 1 and trained[0]["entry"].startswith("toy-")
 
