@@ -188,23 +188,54 @@ def test_the_librarys_choices_are_the_committed_winners():
         assert (q, t) not in CF_PAIRS[dataset]
 
 
-def test_the_standard_c3lt_budget_is_the_winner_of_the_committed_curve():
-    """C3LT's standard sizes are the budget the rule picks on the committed curve of the
-    validation pairs (results/tuning/c3lt_budget.csv), and that curve spans what the
-    choice claims: at least three budgets of the public schedule's shape on both pairs,
-    the largest at least a quarter of the public code's sum of learning rate x updates."""
+def test_the_budget_curve_spans_both_validation_pairs():
+    """The committed budget curve (results/tuning/c3lt_budget.csv) has at least three
+    budgets of the public schedule's shape on both validation pairs, over at least a
+    fivefold range of the public code's sum of learning rate x updates, and the rule picks
+    one of them."""
     from cflib.bench import tuning
-    from cflib.bench.profiles import get_profile
     from cflib.bench.results import read_table
 
     ev = read_table(tuning.TUNING_DIR / "c3lt_budget.csv")
-    winner = tuning.best_c3lt_budget(ev)
-    c3 = get_profile("standard").c3lt
-    assert all(getattr(c3, k) == v for k, v in tuning.C3LT_BUDGETS[winner].items()), winner
+    assert tuning.best_c3lt_budget(ev) in tuning.C3LT_BUDGETS
     frac = ev[ev["metric"] == "Budget_fraction"]
     assert set(frac["pair"]) == {f"{q}->{t}" for q, t in tuning.VALIDATION_PAIRS.values()}
     for dataset, d in frac.groupby("dataset"):
-        assert d["candidate"].nunique() >= 3 and d["value"].max() >= 0.25, dataset
+        assert d["candidate"].nunique() >= 3, dataset
+        assert d["value"].max() >= 5 * d["value"].min(), dataset
+
+
+@pytest.mark.parametrize("fmnist_validity, says", [
+    (None, "not** the rule's choice"),       # the committed curve: the rule picks more
+    (0.995, "That is the rule's choice"),    # a curve on which the 1-epoch budget qualifies
+])
+def test_the_c3lt_page_says_whether_its_budget_is_the_rules(fmnist_validity, says, tmp_path):
+    """The MNIST chapter's discussion, rendered from a copy of the committed results, says
+    whether the chapter's C3LT budget is the one the rule picks on the budget curve, and
+    names the rule's budget when it is not: with the committed curve, and with a copy in
+    which the smallest budget's Fashion-MNIST validity is raised past the rule's floor."""
+    import shutil
+
+    from cflib.bench import tuning
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.bench.profiles import get_profile
+    from cflib.book.report.discussion import discussion_text
+
+    res = tmp_path / "results"
+    shutil.copytree(PROJECT_ROOT / "results", res)
+    used = tuning.budget_of(get_profile("standard").c3lt)
+    f = res / "tuning" / "c3lt_budget.csv"
+    ev = pd.read_csv(f)
+    if fmnist_validity is not None:
+        sel = (ev["candidate"] == used) & (ev["metric"] == "Validity")
+        ev.loc[sel & (ev["dataset"] == "fmnist"), "value"] = fmnist_validity
+        ev.to_csv(f, index=False)
+    rule = tuning.best_c3lt_budget(ev)
+    assert (rule == used) == (fmnist_validity is not None), (rule, used)
+    text = " ".join(discussion_text("mnist_eval", res).split())
+    assert says in text
+    if rule != used:
+        assert f"is {rule} (" in text
 
 
 def test_latent_search_lambda_is_the_committed_winner():

@@ -313,3 +313,47 @@ def test_counterfactuals_keep_types_and_a_head_saves_only_its_rows(cf, tmp_path)
     assert list(two) == ["a", "b"] and len(two["b"]) == 3
     with pytest.raises(ValueError, match="2 batches"):
         Counterfactuals.load(tmp_path / "two")
+
+
+def test_a_quant_run_round_trips_the_recourse_its_figures_draw(tmp_path):
+    """QuantRun.save writes every table row's recourse (its counterfactuals and per-query
+    VD events, cost gaps, cosines, margins); QuantRun.load gives them back exactly, so the
+    page's recourse grid renders from the files alone (a variant's recourse is not saved)."""
+    import pandas as pd
+
+    from cflib.bench.results import COLUMNS
+    from cflib.bench.tables.quant import QuantRun, RowRecourse
+
+    g = torch.Generator().manual_seed(0)
+    n = 5
+
+    def cf(method):
+        x = torch.rand(n, 1, 28, 28, generator=g)
+        return Counterfactuals(x, x.flip(-1), torch.full((n,), 3), torch.zeros(n, dtype=torch.long),
+                               torch.full((n,), 3), torch.tensor([1, 1, 0, 1, 0], dtype=torch.bool),
+                               seconds=0.5, method=method, meta={"steps": 40})
+
+    def vec():
+        return torch.rand(n, generator=g, dtype=torch.float64)
+
+    rec = {(0, "", "FP32"): RowRecourse(cf("FP32"), None, None, None, None, None),
+           (0, "", "PTQ INT8"): RowRecourse(cf("PTQ INT8"), torch.randn(n, 10, generator=g),
+                                            vec(), vec(), vec(), vec()),
+           (0, "teacher_K10", "KD+Quant"): RowRecourse(cf("KD+Quant"), None, vec(), vec(),
+                                                       vec(), vec())}
+    row = {c: None for c in COLUMNS}
+    row.update(dataset="fmnist", method="FP32", metric="Accuracy", value=0.9, variant="",
+               train_seed=0, data_seed=0, profile="smoke")
+    one = pd.DataFrame({"bits": [8], "metric": ["Accuracy"], "value": [0.9],
+                        "train_seed": [0], "profile": ["smoke"]})
+    run = QuantRun(pd.DataFrame([row], columns=COLUMNS), recourse=rec, sweep=one, bits=one,
+                   checks=one)
+    run.save(tmp_path, "q")
+    back = QuantRun.load(tmp_path, "q")
+    assert set(back.recourse) == {(0, "", "FP32"), (0, "", "PTQ INT8")}
+    assert back.train_seeds == [0]
+    for key in back.recourse:
+        a, b = rec[key], back.recourse[key]
+        assert_same_cf(a.cf, b.cf)
+        for k in ("logits_at_fp", "vd_events", "cost_gap", "dirsim", "margin"):
+            assert_same(getattr(a, k), getattr(b, k), f"{key} {k}")

@@ -546,6 +546,11 @@ def check_table(results: pd.DataFrame) -> pd.DataFrame:
 
 
 # -- the chapter ---------------------------------------------------------------------------
+#: RowRecourse's per-query tensors, saved in the meta of its counterfactuals under _ROW_META
+_PER_QUERY = ("logits_at_fp", "vd_events", "cost_gap", "dirsim", "margin")
+_ROW_META = "row_recourse"
+
+
 @dataclass
 class QuantRun:
     """What :func:`run_quant_table` returns.
@@ -571,26 +576,50 @@ class QuantRun:
         return {"sweep": self.sweep, "bits": self.bits, "checks": self.checks}
 
     def save(self, results_dir, name: str) -> list:
-        """Everything the chapter's page shows (the results and the extra tables)."""
-        from cflib.bench.results import write_run
+        """Everything the chapter's page shows: the results, the extra tables and every
+        table row's recourse (``<name>_recourse.pt`` / ``.json``: its counterfactuals, with
+        the per-query VD events, cost gaps, cosines and margins in their ``meta``)."""
+        from pathlib import Path
 
-        return write_run(self, name, results_dir)
+        from cflib.bench.results import write_run
+        from cflib.explainers.base import save_counterfactuals
+
+        paths = write_run(self, name, results_dir)
+        shown = {}
+        for (seed, variant, method), rec in self.recourse.items():
+            if variant == "":
+                per_query = {k: getattr(rec, k) for k in _PER_QUERY}
+                shown[f"{seed}|{method}"] = replace(rec.cf, meta={**rec.cf.meta,
+                                                                  _ROW_META: per_query})
+        if shown:
+            paths.append(save_counterfactuals(Path(results_dir) / f"{name}_recourse", shown))
+        return paths
 
     @classmethod
     def load(cls, results_dir, name: str) -> "QuantRun":
-        """The tables :meth:`save` wrote (no recourse tensors, no queries)."""
+        """The tables and the table rows' recourse :meth:`save` wrote (not the queries of
+        the variants, not the networks)."""
         from pathlib import Path
 
         from cflib.bench.results import read_results, read_table
+        from cflib.explainers.base import load_counterfactuals
 
         d = Path(results_dir)
         extra = {k: read_table(d / f"{name}_{k}.csv") for k in ("sweep", "bits", "checks")
                  if (d / f"{name}_{k}.csv").exists()}
-        return cls(read_results(name, d), **extra)
+        recourse = {}
+        if (d / f"{name}_recourse.pt").exists():
+            for key, cf in load_counterfactuals(d / f"{name}_recourse").items():
+                seed, method = key.split("|", 1)
+                meta = dict(cf.meta)
+                per_query = meta.pop(_ROW_META)
+                recourse[(int(seed), "", method)] = RowRecourse(replace(cf, meta=meta),
+                                                                **per_query)
+        return cls(read_results(name, d), recourse=recourse, **extra)
 
     @property
     def train_seeds(self) -> list[int]:
-        return sorted(self.queries)
+        return sorted(set(self.queries) | {s for s, _, _ in self.recourse})
 
     @property
     def methods(self) -> list[str]:

@@ -256,6 +256,16 @@ class Readings:
         d = d[(d["candidate"] == candidate) & (d["metric"] == metric)]
         return float(pd.to_numeric(d["value"]).mean()) if len(d) else math.nan
 
+    def budget_rule(self) -> str:
+        """The budget :func:`cflib.bench.tuning.best_c3lt_budget` picks on the committed
+        curve of both validation pairs (``results/tuning/c3lt_budget.csv``, the rows of
+        the chapter's generator); "" when the curve is absent."""
+        from cflib.bench.tuning import best_c3lt_budget
+
+        ev = pd.concat([self.evidence("c3lt_budget", d, dcgan_epochs=1)
+                        for d in ("mnist", "fmnist")], ignore_index=True)
+        return best_c3lt_budget(ev) if len(ev) else ""
+
     def candidates(self, name: str, dataset: str | None = None, **where) -> list[str]:
         """The candidates of an evidence file, in its order."""
         d = self.evidence(name, dataset, **where)
@@ -278,7 +288,7 @@ def render(template: str, readings: Readings, **context) -> str:
     names = {k: getattr(readings, k) for k in
              ("v", "m", "sd", "spread", "paper", "values", "seeds_where", "in_seeds",
               "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
-              "evidence", "candidates",
+              "evidence", "candidates", "budget_rule",
               "better_in_repeats")}
     from cflib.bench.profiles import PROFILES
     from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
@@ -290,7 +300,11 @@ def render(template: str, readings: Readings, **context) -> str:
     vp = VALIDATION_PAIRS.get(readings.dataset)
     from cflib.bench.tuning import C3LT_BUDGET_MIN_VALIDITY, C3LT_BUDGET_SLACK
 
+    from cflib.bench.tuning import budget_of
+
     context = {"latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
+               # the candidate of the budget curve this run's C3LT sizes are ("" if none)
+               "budget_used": budget_of(profile.c3lt) if profile else "",
                "budget_min_validity": C3LT_BUDGET_MIN_VALIDITY,
                "budget_slack": C3LT_BUDGET_SLACK,
                # a lever "moves" C3LT's proximity when it changes it by more than this
