@@ -11,7 +11,7 @@ export CFLIB_DATA ?= $(CURDIR)/data
 
 RERUN   ?=
 
-.PHONY: book test chapter html clean install stale sweep benchmark gpu-check
+.PHONY: book test chapter html clean install stale sweep benchmark gpu-check mutants
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,11 @@ html: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -ra
+
+# hand-made mutants of the metrics, the explainer base and the results writer against a
+# fast test subset (a temporary copy of the project; prints the kill rate)
+mutants: $(VENV)/.installed
+	$(PY) tests/mutation/run.py
 
 clean:
 	rm -rf _build notebooks/*.ipynb

@@ -7,6 +7,8 @@ quality of a few-step GAN, are what is tested.
 """
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -126,14 +128,22 @@ def test_map_step_keeps_norm_and_path_length():
 def test_losses_behave():
     x = torch.rand(4, 1, 28, 28) * 2 - 1
     assert proximity_loss(x, x, 10.0, 1.0).item() == pytest.approx(0.0, abs=1e-6)
-    m = gen_masks(x, -x)
-    assert m.min() >= 0 and m.max() <= 1 and torch.isfinite(gen_masks(x, x)).all()
-    clf = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
-    t = torch.full((4,), 3)
-    for kind in ("nll", "hinge"):
-        assert classifier_loss(clf, x, t, kind, 0.05).item() >= 0
+    # the mask by hand: squared differences 0, 1, 4, 9 min-max normalised
+    m = gen_masks(torch.zeros(1, 1, 2, 2), torch.tensor([[[[0.0, 1.0], [2.0, 3.0]]]]))
+    assert m.flatten().tolist() == pytest.approx([0.0, 1 / 9, 4 / 9, 1.0])
+    assert torch.equal(gen_masks(x, x), torch.zeros_like(x))        # no 0 / 0
+    # constant logits (0, log 3): p = (1/4, 3/4) for every image
+    clf = nn.Linear(784, 2)
+    with torch.no_grad():
+        clf.weight.zero_()
+        clf.bias.copy_(torch.tensor([0.0, math.log(3.0)]))
+    flat = nn.Sequential(nn.Flatten(), clf)
+    one, zero = torch.ones(4, dtype=torch.long), torch.zeros(4, dtype=torch.long)
+    assert classifier_loss(flat, x, one, "nll").item() == pytest.approx(-math.log(0.75))
+    assert classifier_loss(flat, x, one, "hinge", 0.05).item() == 0.0     # 1/4 - 3/4 + 0.05
+    assert classifier_loss(flat, x, zero, "hinge", 0.05).item() == pytest.approx(0.55)
     with pytest.raises(ValueError, match="cls_type"):
-        classifier_loss(clf, x, t, "mse")
+        classifier_loss(flat, x, one, "mse")
 
 
 # ----------------------------------------------------------------------------- explainer

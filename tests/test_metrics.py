@@ -1,4 +1,5 @@
 """Every metric on tiny inputs whose values are worked out by hand."""
+import math
 
 import pytest
 import torch
@@ -157,3 +158,105 @@ def test_robustness_leaves_each_modules_mode_as_it_was():
     perturbed_validity(model, torch.randn(5, 1, 1, 4), 1, 1e-3, n_perturbations=2)
     assert [m.training for m in model.modules()] == [True, True, True, False, True]
     assert all(p.requires_grad for p in model.parameters())
+
+
+# -- hand values at the edges (what the mutation check, tests/mutation/run.py, asked for) ------
+def test_validity_never_counts_a_query_already_in_its_target():
+    from cflib.metrics import validity
+
+    pred_cf, target = torch.tensor([1, 1, 0]), torch.tensor([1, 1, 1])
+    pred = torch.tensor([0, 1, 0])            # the second query was already class 1
+    assert validity(pred_cf, target, pred).tolist() == [1.0, 0.0, 0.0]
+    scores = torch.tensor([[0.9, 0.1], [0.2, 0.8], [0.7, 0.3]])
+    assert validity(pred_cf, target, scores).tolist() == [1.0, 0.0, 0.0]
+
+
+def test_l0_counts_a_change_above_the_threshold_only():
+    from cflib.metrics import l0_count, l1_distance
+
+    x = -torch.ones(1, 1, 2, 2)
+    y = x.clone()
+    y[0, 0, 0, 0] = -0.5                      # 0.25 on the [0, 1] scale, exactly
+    y[0, 0, 1, 1] = 0.0                       # 0.5
+    assert l0_count(x, y, threshold=0.25).tolist() == [1.0]     # above, not at
+    assert l0_count(x, y, threshold=0.0).tolist() == [2.0]      # any change counts
+    assert l1_distance(x, y).tolist() == [0.75]
+
+
+def test_cout_is_target_minus_query():
+    x = -torch.ones(1, 1, 28, 28)
+    x_cf = x.clone()
+    x_cf.view(-1)[:392] = 1.0
+    q, t = torch.zeros(1, dtype=torch.long), torch.ones(1, dtype=torch.long)
+    r = aupc(FractionModel(), x, x_cf, q, t, steps=50)
+    # the query's curve is 1 - the target's: area 0.625, COUT 0.375 - 0.625
+    assert r.aupc_query.item() == pytest.approx(0.625, abs=2e-3)
+    assert r.cout.item() == pytest.approx(-0.25, abs=4e-3)
+
+
+def test_wilson_interval_of_one_event_in_ten_by_hand():
+    from cflib.metrics.recourse import wilson
+
+    lo, hi = wilson(1, 10)                    # (p + z^2/2n -+ z sqrt(...)) / (1 + z^2/n)
+    assert lo == pytest.approx(0.01787, abs=1e-4) and hi == pytest.approx(0.40415, abs=1e-4)
+    lo, hi = wilson(10, 10)
+    assert hi == 1.0 and lo == pytest.approx(0.72246, abs=1e-4)
+
+
+def test_the_bootstrap_interval_takes_both_tails():
+    """400 alternating 0/1 values: the mean's standard error is 0.025, and a 95 % percentile
+    interval reaches 1.96 of them on each side (not 1.645: the 90 % one)."""
+    from cflib.metrics.recourse import bootstrap_ci
+
+    v = torch.tensor([0.0, 1.0] * 200)
+    ci = bootstrap_ci(v, n_boot=4000, seed=0)
+    assert ci.estimate == 0.5
+    assert ci.estimate - ci.low == pytest.approx(1.96 * 0.025, abs=0.004)
+    assert ci.high - ci.estimate == pytest.approx(1.96 * 0.025, abs=0.004)
+
+
+def test_implausibility_takes_the_ceiling_of_the_fraction():
+    from cflib.metrics.robustness import implausibility
+
+    x_train = torch.stack([c * torch.ones(1, 2, 2) for c in (0.0, 1.0, 2.0)])  # L2: 0, 2, 4
+    y_train = torch.ones(3, dtype=torch.long)
+    x_cf = torch.zeros(1, 1, 2, 2)
+    # ceil(0.5 * 3) = 2 nearest: (0 + 2) / 2
+    assert implausibility(x_cf, 1, x_train, y_train, frac=0.5).item() == pytest.approx(1.0)
+
+
+class TwoWay(nn.Module):
+    """Class 1 when the first pixel is above 0, with a margin of 10 per unit."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+        with torch.no_grad():
+            self.fc.weight.zero_()
+            self.fc.bias.zero_()
+            self.fc.weight[1, 0] = 10.0
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))
+
+
+def test_the_robustness_ratio_counts_only_the_counterfactuals_valid_to_begin_with():
+    from cflib.metrics.robustness import robustness_ratio
+
+    x_cf = torch.zeros(2, 1, 2, 2)
+    x_cf[0, 0, 0, 0] = 1.0                    # valid (class 1), by a margin of 10
+    x_cf[1, 0, 0, 0] = -1.0                   # not valid
+    assert robustness_ratio(TwoWay(), x_cf, 1, scale=1e-4, n_perturbations=3) == 1.0
+    assert math.isnan(robustness_ratio(TwoWay(), x_cf[1:], 1, scale=1e-4, n_perturbations=3))
+
+
+def test_metric_specs_rank_in_their_own_direction():
+    from cflib.metrics import get_spec
+
+    prox, val, crg = get_spec("Proximity"), get_spec("Validity"), get_spec("CRG")
+    assert prox.better(0.1, 0.2) and not prox.better(0.2, 0.1)
+    assert val.better(0.9, 0.5) and not val.better(0.5, 0.9)
+    assert crg.better(-0.1, 0.2) and not crg.better(0.3, -0.2) and crg.key(-0.3) == 0.3
+    assert [s.direction for s in (prox, val, crg)] == ["lower", "higher", "zero"]
+    assert get_spec("IM2").title == "IM2 (x10)" and get_spec("KID").title == "KID (x1e3)"
+    assert get_spec("FID").title == "FID"

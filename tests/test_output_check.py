@@ -13,14 +13,15 @@ from cflib.explainers.base import Explainer
 
 
 class Linear2(nn.Module):
-    """A 2-class classifier on 1x2x2 images: class 1 when the first pixel is above 0."""
+    """A classifier on 1x2x2 images: class 1 when the first pixel is above 0, else class 0
+    (a third class, never chosen, keeps its logits from reading as probabilities)."""
 
     def __init__(self):
         super().__init__()
-        self.fc = nn.Linear(4, 2)
+        self.fc = nn.Linear(4, 3)
         with torch.no_grad():
             self.fc.weight.zero_()
-            self.fc.bias.zero_()
+            self.fc.bias.copy_(torch.tensor([0.0, 0.0, -5.0]))
             self.fc.weight[1, 0] = 1.0
         self.calls = 0
 

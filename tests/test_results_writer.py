@@ -41,6 +41,7 @@ ROWS = [
     _row(model="bnn", variant="repo_init", pair="", aggregate=MEAN_OVER_PAIRS, value=3.0),
     _row(method="Classifier", pair="", metric="Accuracy", value=0.99),
     _row(value=0.125),                                       # the first row again
+    _row(method="NA", variant="None", pair="null", value=0.5),  # pandas' NaN spellings
 ]
 
 
@@ -49,13 +50,15 @@ def test_a_round_trip_keeps_values_nan_empty_strings_and_repeated_rows(tmp_path)
     path = write_results(df, "chapter", tmp_path)
     assert path == tmp_path / "chapter.csv"
     back = read_results("chapter", tmp_path)
-    assert list(back.columns) == COLUMNS and len(back) == 6
+    assert list(back.columns) == COLUMNS and len(back) == 7
+    assert path.read_text().splitlines()[0] == ",".join(COLUMNS)
     for c in ("dataset", "method", "model", "variant", "pair", "aggregate", "metric",
               "profile"):
-        assert back[c].tolist() == df[c].tolist(), c          # "" stays "", not NaN
-    assert back["value"].iloc[[0, 2, 3, 4, 5]].tolist() == [0.125, -2.5e-7, 3.0, 0.99, 0.125]
+        assert back[c].tolist() == df[c].tolist(), c          # "" stays "", "NA" text
+    assert back["value"].iloc[[0, 2, 3, 4, 5, 6]].tolist() == [0.125, -2.5e-7, 3.0, 0.99,
+                                                                0.125, 0.5]
     assert math.isnan(back["value"].iloc[1])
-    assert back["train_seed"].tolist() == [0] * 6
+    assert back["train_seed"].tolist() == [0] * 7
     # the path form reads the same file
     assert back.equals(read_results(path))
 
@@ -64,13 +67,13 @@ def test_the_repeat_column_is_kept_after_the_schema_and_other_columns_are_droppe
     df = pd.DataFrame([{**r, "repeat": i % 2, "note": "x"} for i, r in enumerate(ROWS)])
     back = read_results(write_results(df, "bayes", tmp_path))
     assert list(back.columns) == COLUMNS + ["repeat"]
-    assert back["repeat"].tolist() == [0, 1, 0, 1, 0, 1]
+    assert back["repeat"].tolist() == [0, 1, 0, 1, 0, 1, 0]
 
 
 def test_missing_text_columns_default_to_empty_and_a_missing_value_is_an_error():
     short = [{k: v for k, v in r.items() if k not in ("model", "variant")} for r in ROWS]
     t = tidy(short)
-    assert t["model"].tolist() == [""] * 6 and t["variant"].tolist() == [""] * 6
+    assert t["model"].tolist() == [""] * 7 and t["variant"].tolist() == [""] * 7
     withnone = tidy([_row(pair=None, aggregate=None)])
     assert withnone[["pair", "aggregate"]].values.tolist() == [["", ""]]
     with pytest.raises(ValueError, match=r"lack the column\(s\) \['value'\]"):
@@ -96,6 +99,12 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path, monk
         write_results(good, "new", tmp_path)
     assert path.read_bytes() == before                      # the old file as it was
     assert sorted(p.name for p in tmp_path.iterdir()) == ["chapter.csv"]   # no new, no temp
+
+
+def test_a_table_off_the_schema_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError, match=r"lack the column\(s\) \['metric'\]"):
+        write_results(pd.DataFrame(ROWS).drop(columns="metric"), "chapter", tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_write_run_writes_the_results_and_every_extra_table(tmp_path):
@@ -127,7 +136,7 @@ def test_pair_rows_and_their_means_by_hand():
     out = pd.concat([acc, with_pair_means(df)], ignore_index=True)
     means = pair_means(out)
     assert sorted(means["value"].tolist()) == [2.5, 15.0]
-    assert set(means["pair"]) == {""} and set(means["aggregate"]) == {MEAN_OVER_PAIRS}
+    assert set(means["pair"]) == {""} and set(means["aggregate"]) == {"mean over pairs"}
     assert table_means(out)["value"].tolist() == [2.5]          # the variant left out
     assert len(pair_rows(out)) == 4                             # no means, no accuracy
     assert out[out["method"] == "Classifier"]["value"].tolist() == [0.9]
