@@ -220,9 +220,9 @@ if len(run.training):
 
 # %% [markdown]
 # **What each budget lever buys** (on the validation pair, `python -m cflib.bench.tuning
-# c3lt`): C3LT built as this chapter builds it, each row adding one lever of the public
-# code's schedule (batch 32 on every training image, the learning-rate halvings, more
-# epochs, an encoder fine-tuned per pair) or test-time inversion; proximity, the
+# c3lt`): C3LT built as this chapter builds it, each row changing one lever (batch 32 on
+# every training image, the public code's learning-rate halvings, more epochs, an
+# encoder fine-tuned per pair) or adding test-time inversion; proximity, the
 # mapping's own change, validity, updates and training seconds.
 
 # %%
@@ -411,7 +411,7 @@ report.page_table(report.profile_table(prof, ["nets", "c3lt"]))
 #   then fine-tuned on the pair's two classes for `pair_encoder_epochs` (lr 1e-4), as
 #   the public code has one encoder per pair.  The mappings train `c3lt_epochs` epochs
 #   at batch `c3lt_batch` on `c3lt_subset` images per class (all of them at `standard`
-#   and `paper`); the public code trains 201 epochs at batch 32 and halves the learning
+#   and `paper`); the public code trains 201 epochs at batch 128 and halves the learning
 #   rate every 25 epochs (8 halvings); with `c3lt_scaled_decay` the same 8 halvings
 #   are spread evenly over this profile's updates.  The ablation above shows what each
 #   lever buys.  The encoder is not published: ours minimises |G(E(x)) − x|₁ on real
