@@ -2,7 +2,7 @@
 
     cflib list                          chapters, profiles and each chapter's parameters
     cflib chapter NAME [--profile P] [--train-seed S] [--data-seed S] [--device D]
-                  [-p NAME VALUE ...]
+                  [--render] [-p NAME VALUE ...]
     cflib book [--rerun]                execute stale chapters (or all), build the HTML
     cflib verify                        every committed results file matches its notebook
     cflib stale                         what each chapter needs: nothing, a re-render (its
@@ -57,6 +57,8 @@ def main(argv=None) -> None:
     ch.add_argument("--device", default=None)
     ch.add_argument("--train-seed", type=int, default=None)
     ch.add_argument("--data-seed", type=int, default=None)
+    ch.add_argument("--render", action="store_true",
+                    help="re-render from its last full run's saved results (nothing computed)")
     ch.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     bk = sub.add_parser("book", help="execute stale chapters, then build the HTML book")
     bk.add_argument("--rerun", action="store_true", help="execute every chapter")
@@ -115,7 +117,7 @@ def main(argv=None) -> None:
                 cmd += [flag, str(v)]
         for k, v in args.p:
             cmd += ["-p", k, v]
-        cli.main(cmd)
+        cli.main(cmd + (["--render"] if args.render else []))
     elif args.command == "book":
         assemble.build_book(args.profile, args.device, args.train_seed, args.data_seed,
                             args.rerun, args.workers)
