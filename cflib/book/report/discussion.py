@@ -298,9 +298,7 @@ def render(template: str, readings: Readings, **context) -> str:
     from cflib.book.report.tables import kendall_tau
 
     vp = VALIDATION_PAIRS.get(readings.dataset)
-    from cflib.bench.tuning import C3LT_BUDGET_MIN_VALIDITY, C3LT_BUDGET_SLACK
-
-    from cflib.bench.tuning import budget_of
+    from cflib.bench.tuning import C3LT_BUDGET_MIN_VALIDITY, C3LT_BUDGET_SLACK, budget_of
 
     context = {"latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
                # the candidate of the budget curve this run's C3LT sizes are ("" if none)
