@@ -76,7 +76,8 @@ def check_c3lt_results(df: pd.DataFrame, dataset: str, pairs):
     assert {"Original Data", "Adv. Attack"} <= methods
     # what some rows add: the ratio to Original Data's proximity (every row), the
     # mapping's own change (C3LT's rows), the count of queries already in the target
-    optional = {"Proximity_vs_real", "Proximity_to_reconstruction", "N_already_target"}
+    optional = {"Proximity_vs_real", "Proximity_to_reconstruction", "N_already_target",
+                "Budget_fraction"}
     for method in methods:
         for pair in list(pairs) + [MEAN_OVER_PAIRS]:
             got = cf[(cf["method"] == method)
