@@ -171,6 +171,9 @@ def test_update_readme_rewrites_only_the_summary_block_and_the_results_page(tmp_
     # the page shows the chapters' page tables (HTML), not markdown
     assert "Bayesian classifiers: MC dropout" in full and "| PSCE |" not in full
     assert re.search(r"<th>PSCE</th><td>1(\.00)? ± 0\.14", full), full
+    # every table links to its chapter
+    for name in ("mnist_eval", "fashion_mnist_test", "mnist_bayesian", "fashion_mnist_quant"):
+        assert f"{{doc}}`chapters/{name}`" in full, name
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="summary"):
         report.update_readme(readme, res, page=page)
@@ -329,7 +332,19 @@ def test_a_changed_result_changes_the_discussion(chapter, tmp_path):
     assert after != before
     new = _probe_value(res / f"{name}.csv", *PROBES[chapter])
     assert new == pytest.approx(1.37 * old) and fmt(new) != fmt(old)
-    assert fmt(old) in before and fmt(new) in after and fmt(new) not in before
+    # as whole numbers: "0.13" is not found in "0.132"
+    assert _has_number(before, fmt(old)) and _has_number(after, fmt(new))
+    assert not _has_number(before, fmt(new))
+
+
+def _has_number(text: str, number: str) -> bool:
+    """Whether ``number`` is in ``text`` as a whole number, not as part of a longer one."""
+    return re.search(rf"(?<![\d.]){re.escape(number)}(?![\d])", text) is not None
+
+
+def test_a_number_is_found_only_whole():
+    assert _has_number("VD 0.13, then", "0.13") and _has_number("(0.13)", "0.13")
+    assert not _has_number("VD 0.132", "0.13") and not _has_number("10.13", "0.13")
 
 
 def test_the_discussions_number_formats():
@@ -392,3 +407,15 @@ def test_every_project_path_the_prose_names_exists():
     assert "cflib.metrics.robustness" in dotted and not resolves("cflib.data")
     unresolved = {m: src for m, src in dotted.items() if not resolves(m)}
     assert not unresolved, f"prose names modules that do not exist: {unresolved}"
+
+
+def test_a_styled_table_renders_the_same_html_twice():
+    """A re-render must show the executed page: a Styler's element ids come from its uuid,
+    random in pandas unless set (the confounded-realism table differed between runs)."""
+    from cflib.book.report.tables import style
+    t = pd.DataFrame({"4->9": [0.1, 1.0]}, index=["Query (unchanged)", "C3LT"])
+    html = [style(t).map(lambda v: "font-weight: bold;" if v > 0.5 else "").to_html()
+            for _ in range(2)]
+    assert html[0] == html[1] and "font-weight: bold" in html[0]
+    other = style(t * 2).to_html()
+    assert other != html[0]

@@ -5,6 +5,8 @@ display scales and titles from the metric specs (:mod:`cflib.metrics.spec`).
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 
@@ -85,7 +87,10 @@ def style(table: pd.DataFrame, digits: int = 3):
             return "–" if pd.isna(v) else f"{v:.{digits}g}"
         return "–" if v is None else str(v)
 
-    return table.style.format(fmt)
+    # the Styler's element ids come from its uuid, random by default: one drawn from the
+    # table's content keeps a re-render's page identical to the executed one
+    uuid = hashlib.sha1(table.to_csv().encode()).hexdigest()[:8]
+    return table.style.format(fmt).set_uuid(uuid)
 
 
 def class_label(dataset: str, c: int) -> str:
