@@ -54,8 +54,9 @@ from cflib.book import report
 perf = results.read_table(Path(p.results_dir) / "performance.csv")
 machine_file = Path(p.results_dir) / "performance_machine.csv"
 threads = int(perf["threads"].iloc[0]) if "threads" in perf.columns else 1
+threads = "1 CPU thread" if threads == 1 else f"{threads} CPU threads"
 display(Markdown(f"Measured on: {perf['machine'].iloc[0]} (device `{perf['device'].iloc[0]}`), "
-                 f"{int(perf['n_images'].iloc[0])} images per method, {threads} thread(s)."))
+                 f"{int(perf['n_images'].iloc[0])} images per method, {threads}."))
 if machine_file.exists():
     display(report.page_table(report.machine_table(results.read_table(machine_file))))
 table = report.performance_table(perf)

@@ -171,7 +171,11 @@ def headline(results_dir="results", html: bool = False) -> str:
     out = []
     for name, block in BLOCKS.items():
         for text, table, markdown in block(frames[name], results_dir):
-            out.append(f"{text}\n\n" + (str(page_table(table)) if html else markdown(table)))
+            if html:      # the page links each table to its chapter (the title as link text)
+                out.append(f"{text}\n\n{page_table(table)}\n\nIts chapter, with the figures, "
+                           f"checks and protocol notes: {{doc}}`chapters/{name}`.")
+            else:
+                out.append(f"{text}\n\n{markdown(table)}")
     return "\n\n".join(out)
 
 
