@@ -96,10 +96,15 @@ def test_batch_independence(small_cnn_bars, latent_ae_bars, queries):
     # large step amplifies that rounding, so the check uses the evaluation step
     ex = LatentRecourse(small_cnn_bars, autoencoder=latent_ae_bars, restarts=1, steps=10)
     whole = ex.explain(queries, 0, seed=0)
+    gaps = []
     for i in range(len(queries)):
         one = ex.explain(queries[i:i + 1], 0, seed=0)
-        assert torch.allclose(one.meta["delta"][0], whole.meta["delta"][i], atol=1e-5)
-        assert torch.allclose(one.x_cf[0], whole.x_cf[i], atol=1e-5)
+        gaps.append(((one.meta["delta"][0] - whole.meta["delta"][i]).abs().max().item(),
+                     (one.x_cf[0] - whole.x_cf[i]).abs().max().item()))
+    # rounding alone reaches 2.5e-05 on an AMD EPYC (oneDNN picks kernels by batch size;
+    # CI passed at 1e-5 before), against codes of order 0.1 that a batch-coupled step (a
+    # norm or a stopping rule shared across the batch) would move at that order
+    assert max(max(g) for g in gaps) < 1e-4, gaps
 
 
 def test_pixel_l1_is_on_the_unit_scale_by_hand():

@@ -417,5 +417,7 @@ def test_a_styled_table_renders_the_same_html_twice():
     html = [style(t).map(lambda v: "font-weight: bold;" if v > 0.5 else "").to_html()
             for _ in range(2)]
     assert html[0] == html[1] and "font-weight: bold" in html[0]
+    # the notebook keeps the plain-text form too: no memory address in it
+    assert repr(style(t)) == repr(style(t)) == "<styled table, 2 rows x 1 columns>"
     other = style(t * 2).to_html()
     assert other != html[0]

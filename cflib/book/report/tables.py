@@ -9,6 +9,7 @@ import hashlib
 
 import numpy as np
 import pandas as pd
+from pandas.io.formats.style import Styler
 
 from cflib.bench.data import CLASS_NAMES, parse_pair
 from cflib.bench.reference import load_reported, reported_on_our_scale
@@ -90,7 +91,16 @@ def style(table: pd.DataFrame, digits: int = 3):
     # the Styler's element ids come from its uuid, random by default: one drawn from the
     # table's content keeps a re-render's page identical to the executed one
     uuid = hashlib.sha1(table.to_csv().encode()).hexdigest()[:8]
-    return table.style.format(fmt).set_uuid(uuid)
+    return _Styled(table, uuid=uuid).format(fmt)
+
+
+class _Styled(Styler):
+    """A Styler whose plain-text form is the same in every run (pandas' names the object's
+    memory address, so a re-rendered notebook differed from the executed one)."""
+
+    def __repr__(self) -> str:
+        rows, cols = self.data.shape
+        return f"<styled table, {rows} rows x {cols} columns>"
 
 
 def class_label(dataset: str, c: int) -> str:
