@@ -421,3 +421,22 @@ def test_a_styled_table_renders_the_same_html_twice():
     assert repr(style(t)) == repr(style(t)) == "<styled table, 2 rows x 1 columns>"
     other = style(t * 2).to_html()
     assert other != html[0]
+
+
+def test_the_timing_table_shows_the_compute_run_of_a_re_rendered_chapter(tmp_path):
+    """A page re-rendered in 15 s from a 107-minute computation is listed at 107 minutes."""
+    import nbformat
+
+    from cflib.book.report.readme import timing_markdown
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["cflib"] = {"params": {"profile": "standard"}, "mode": "render", "seconds": 15,
+                            "threads": 1, "date": "2026-12-02",
+                            "computed": {"seconds": 6459, "threads": 2, "date": "2026-12-01"}}
+    nbformat.write(nb, tmp_path / "mnist_eval.ipynb")
+    executed = nbformat.v4.new_notebook()
+    executed.metadata["cflib"] = {"params": {"profile": "smoke"}, "seconds": 90, "threads": 1,
+                                  "date": "2026-12-02"}
+    nbformat.write(executed, tmp_path / "cross_dataset.ipynb")
+    table = timing_markdown(tmp_path)
+    assert "| `mnist_eval` | `standard` | 107.7 min | 2 | 2026-12-01 |" in table
+    assert "| `cross_dataset` | `smoke` | 1.5 min | 1 | 2026-12-02 |" in table

@@ -25,6 +25,7 @@ import ast
 import hashlib
 import json
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT, checksums, data_root
@@ -251,6 +252,9 @@ def staleness(chapter: str | Chapter, params: dict | None = None,
     for name, sha in op["reads"].items():
         where = (PROJECT_ROOT / name[len("project:"):] if name.startswith("project:")
                  else Path(results_root) / name)
+        if (not where.exists() and not name.startswith("project:")
+                and any(fnmatch(name, pattern) for pattern in ch.external)):
+            where = RESULTS_DIR / name    # what no chapter makes: the run copied the book's
         if not where.exists():
             out.presentation.append(f"{name} (read by the page) is gone")
         elif _sha(where) != sha:
