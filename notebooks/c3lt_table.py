@@ -1,48 +1,15 @@
-# ---
-# jupyter:
-#   jupytext:
-#     text_representation:
-#       extension: .py
-#       format_name: percent
-#   kernelspec:
-#     display_name: Python 3
-#     language: python
-#     name: python3
-# ---
-
 # %% [markdown]
 # # Counterfactuals on MNIST: the C3LT table
 #
-# This chapter reproduces the counterfactual-generation table of Khorram & Fuxin,
-# *Cycle-Consistent Counterfactuals by Latent Transformations* (C3LT, CVPR 2022)
-# {cite:p}`khorram2022c3lt` ([arXiv 2203.15064](https://arxiv.org/abs/2203.15064),
-# [code](https://github.com/khorrams/c3lt)) on the dataset of its title: MNIST with the
-# pairs 4→9, 3→8, 5→6, or Fashion-MNIST with T-shirt→Pullover (0→2), Sneaker→Ankle boot
-# (7→9) and Coat→Shirt (4→6), on the test split.  For each class pair (query → target)
-# every method turns test images of the query class into counterfactuals of the target
-# class, and the same metrics score all of them.
-#
-# | row | what it is |
-# |---|---|
-# | Original Data | real test images of the target class (the paper's reference row: what the best counterfactual could score) |
-# | Query (unchanged) | the query itself (ours: what an image that has not moved scores) |
-# | Adv. Attack | targeted PGD {cite:p}`madry2018pgd`: fools the classifier without looking like the target |
-# | CEM | Contrastive Explanation Method {cite:p}`dhurandhar2018cem`, the reference's untargeted pertinent negative |
-# | CEM (targeted) | the same solver pushed towards the table's target (our variant) |
-# | CEM (paper budget) | CEM at the paper's 1000 iterations × 10 c-steps, on the first 20 queries of each pair (our budget check) |
-# | CVE | Counterfactual Visual Explanations {cite:p}`goyal2019cve`: greedy feature-cell swaps, grid regions pasted |
-# | CVE (receptive field) | the same search, each cell's receptive field pasted (our variant) |
-# | ExpGAN | ExplainGAN {cite:p}`samangouei2018explaingan`: a masked image-to-image generator per class pair |
-# | C3LT | cycle-consistent latent transformations of a DCGAN {cite:p}`radford2016dcgan` |
-# | C3LT (reconstruction) | G(E(x)), C3LT without its mapping (ours: how much of C3LT's change is the encoder and generator) |
-# | C3LT (inverted) | C3LT with the query's latent refined at test time (Adam on z, min ‖G(z) − x‖₁) before the mapping (ours: how much of the rest is inversion) |
-#
-# IM1 and IM2 are Van Looveren & Klaise's interpretability measures
-# {cite:p}`vanlooveren2021prototypes`, FID {cite:p}`heusel2017fid` and KID
-# {cite:p}`binkowski2018kid` compare the counterfactuals with real target images.  The
-# code lives in `cflib`; this notebook only calls it and shows the results.  Re-run it
-# with other parameters: `make chapter NB=<this chapter> PROFILE=paper DEVICE=cuda`, or
-# through papermill with `-p` parameters.
+# Which method changes a query image the least, keeps it looking like a real image, and
+# still makes the classifier see the target class?  This chapter reproduces the
+# counterfactual-generation table of Khorram & Fuxin, *Cycle-Consistent Counterfactuals
+# by Latent Transformations* (C3LT, CVPR 2022) {cite:p}`khorram2022c3lt`
+# ([arXiv 2203.15064](https://arxiv.org/abs/2203.15064),
+# [code](https://github.com/khorrams/c3lt)): every method turns test images of a query
+# class into counterfactuals of a target class, and the same metrics score them all.
+# The table comes first, then what it shows and the counterfactuals themselves; how to
+# read it and every piece of evidence behind it are folded further down.
 
 # %% tags=["parameters"]
 profile: str = "standard"   # smoke | standard | paper: sizes only, never the algorithm
@@ -88,204 +55,205 @@ from cflib.book import report, sweep
 
 run = c3lt.TableRun.load(p.results_dir, p.results_name)
 title = DATASET_TITLES[dataset]
-display(Markdown(f"**Run parameters:** dataset `{title}`, profile `{prof.name}`, device "
-                 f"`{p.device}`, training seed `{seeds.train}`, data seed `{seeds.data}`, "
-                 f"{p.n_images or prof.c3lt.n_images or 'all'} query images per pair."))
-report.metrics_table(c3lt.C3LT_METRICS + c3lt.CVE_METRICS)
-
-# %%
 metric_names = [s.name for s in c3lt.C3LT_METRICS]
-display(report.page_table(report.pairs_table(dataset, run.pairs)))
-display(Markdown(f"The C3LT classifier reaches **{run.classifier_accuracy:.2%}** test accuracy "
-                 f"on {title}.  This page's numbers are in `{p.results_name}.csv`."))
-
-# %% [markdown]
-# ## The table: ours beside the paper's
-#
-# Mean over the three pairs, and over the training seeds where the chapter was swept
-# (`make sweep NB=<this chapter> SEEDS=1,2`: every network retrained per seed; the
-# query images, the FID reference split and the methods' draws come from the data seed,
-# which stays fixed, so the spread measures training alone): each cell is then the
-# mean ± sd over the seeds.  The paper's value is beneath ours (from
-# `cflib/bench/reference/reported.csv`, the C3LT paper's IM1 table and its poster),
-# where the paper reports one.  IM2 is shown x10 and KID x1e3, as in the paper.  The two
-# reference rows, `Original Data` and `Query (unchanged)`, show each metric's range:
-# real target images at one end, queries that have not moved at the other.
-# `CEM (paper budget)` is scored on the first queries of each pair only.  A difference
-# between two methods smaller than the standard deviations is not one this book can
-# claim.
-
-# %%
+pair_names = ", ".join(report.pair_title(dataset, q) for q in run.pairs)
 merged, per_seed = sweep.read_sweep(p.results_name, prof.name, root=Path(p.results_dir) / "sweep",
                                     own=run.results)
 if merged is None:
-    display(Markdown(f"One training seed ({seeds.train}): no sweep exists for this chapter "
-                     f"and profile."))
     table = report.comparison_table(run.results, "c3lt", dataset, metrics=metric_names,
                                      methods=run.methods)
+    spread = f"one training seed ({seeds.train})"
 else:
-    display(Markdown(f"Mean ± sd over **{len(per_seed)} training seeds** "
-                     f"({', '.join(map(str, per_seed))}):"))
     table = report.spread_table(merged, "c3lt", dataset, metric_names, run.methods)
+    spread = (f"mean ± sd over {len(per_seed)} training seeds "
+              f"({', '.join(map(str, per_seed))})")
+display(Markdown(f"**{title}**, pairs {pair_names}: the mean over the pairs, {spread}; "
+                 "the paper's value in grey beneath ours where it reports one.  Our FID "
+                 "and KID are computed in the features of our own network (`FeatureNet`), "
+                 "the paper's in Inception's, so the paper's are not shown beside ours (the "
+                 "ranking section compares their ranks).  ↓ lower is better, ↑ higher; "
+                 "IM2 ×10, KID ×1e3."))
 report.page_table(table)
 
 # %% [markdown]
-# ### This run's training seed alone, and the orderings in every seed
-#
-# The same table for this page's own run, and, where a sweep exists, in how many of the
-# training seeds each expected ordering holds.
-
-# %%
-if merged is None:
-    display(Markdown("No sweep: the table above is this run's training seed alone, and the "
-                     "orderings are checked in it once (below, *What the run shows*)."))
-else:
-    display(report.page_table(report.comparison_table(run.results, "c3lt", dataset,
-                                                      metrics=metric_names, methods=run.methods)))
-    display(report.verdicts(runner.shape_checks_by_seed(per_seed, "c3lt",
-                                                        select=results.table_means)))
-
-# %% [markdown]
-# ### Per pair
-#
-# Every metric for each pair, and the mean over pairs that the table above shows
-# (same scales).
-
-# %%
-report.page_table(report.pair_table(run.results, metric_names))
-
-# %% [markdown]
-# ### How close our ranking is to the paper's
-#
-# Kendall's τ between our ordering of the methods and the paper's, on every metric
-# where the paper reports at least three of the rows (1: the same order, −1: reversed).
-
-# %%
-mean_rows = results.table_means(run.results)
-report.page_table(report.ranking_agreement(mean_rows, "c3lt", dataset, ["IM1", "FID", "Proximity",
-                                                                    "Validity", "COUT"]))
-
-# %% [markdown]
-# ### An edit or a redraw?
-#
-# A counterfactual should change the query a little.  Each method's proximity divided by
-# `Original Data`'s on the same pair (a different real image of the target class): a
-# shaded cell, at 0.8 or more, marks a method that moves the query about as far as
-# redrawing it as another image of the target would.  Its realism scores (IM1, IM2,
-# FID, KID) are then confounded: they reward the redraw.
-
-# %%
-report.confounded_table(run.results, methods=run.methods)
-
-# %% [markdown]
-# ### CVE: edits and the feature-level decision
-#
-# CVE's search works on the classifier's 4 × 4 feature map; its image is a rendering
-# of the edit.  `Edits` is the mean number of replaced cells, `Feature_Validity` the
-# share of queries whose *edited feature map* the classifier's head assigns to the
-# target (what the search guarantees), `Validity` the share of *pasted images* it
-# assigns to the target.
-
-# %%
-cve = [m for m in run.methods if m.startswith("CVE")]
-report.page_table(report.pair_table(run.results[run.results["method"].isin(cve)],
-                               ["Edits", "Feature_Validity", "Validity", "Proximity"]))
-
-# %% [markdown]
-# ### C3LT: how much of the change is the mapping
-#
-# C3LT's counterfactual is a *new* image G(g(E(x))); `C3LT (reconstruction)` scores
-# G(E(x)), the same pipeline without the mapping g, so its proximity is the part of
-# C3LT's change that the encoder and generator make on their own.
-# `Proximity_to_reconstruction` is the change the mapping itself makes,
-# |G(g(E(x))) − G(E(x))|; `C3LT (inverted)` refines the query's latent at test time
-# before mapping it, which shows how much of the remaining gap is inversion.
-
-# %%
-c3 = [m for m in run.methods if m.startswith("C3LT")]
-report.page_table(report.pair_table(run.results[run.results["method"].isin(c3)],
-                               ["Proximity", "Proximity_to_reconstruction", "Validity", "IM1",
-                                "FID"]))
-
-# %% [markdown]
-# The mapping's training on each pair: the losses and the share of the training
-# queries whose mapped image the classifier puts in the target, about ten points per
-# epoch; the dotted line is the learning rate, halved on the public code's schedule
-# scaled to this profile's epochs.
-
-# %%
-if len(run.training):
-    fig = report.plot_c3lt_training(run.training)
-    plt.show()
-
-# %% [markdown]
-# **What each budget lever buys** (on the validation pair, `python -m cflib.bench.tuning
-# c3lt`): C3LT built as this chapter builds it, each row changing one lever (batch 32 on
-# every training image, the public code's learning-rate halvings, more epochs, an
-# encoder fine-tuned per pair) or adding test-time inversion; proximity, the
-# mapping's own change, validity, updates and training seconds.
-
-# %%
-c3_tuning = results.read_table(tuning.TUNING_DIR / "c3lt.csv")
-report.page_table(report.tuning_table(c3_tuning[c3_tuning["dataset"] == dataset]))
-
-# %% [markdown]
-# ### CEM: budget and κ
-#
-# CEM at this profile's budget, at the paper's (1000 iterations × 10 rounds of the
-# search over c, on the first 20 queries of each pair), and with κ = 0 (no confidence
-# margin on the hinge): whether validity and proximity move towards the paper's values
-# with the budget.
-
-# %%
-cem = run.results[run.results["method"].str.startswith("CEM")]
-report.page_table(report.pair_table(cem, ["Validity", "Proximity", "IM1", "Seconds_per_CF"]))
+# <!-- summary -->
 
 # %% [markdown]
 # ## Counterfactuals
 #
-# The first query images of each pair (columns, the same images for every method);
+# The first query images of the first pair (columns, the same images for every method);
 # each row a method, its counterfactual beside its change from the query (red: ink
-# added, blue: ink removed).  A red frame marks a counterfactual the classifier does
-# not assign to the target class; an empty cell, a row run on fewer queries.  Click a
-# figure to see it at full size.
+# added, blue: ink removed).  A red frame marks a counterfactual the classifier does not
+# assign to the target class; an empty cell, a row run on fewer queries.  Click a figure
+# to see it at full size; the other pairs are folded beneath it.
 
 # %%
-for pair in run.pairs:
-    fig = report.plot_cf_grid(run.counterfactuals, pair, run.methods, n=4,
-                              title=report.pair_title(dataset, pair))
-    plt.show()
-
-# %% [markdown]
-# ## Insertion curves (AUPC)
-#
-# Counterfactual pixels are pasted into the query in order of decreasing change;
-# the curves show the mean softmax score of the target (solid) and the query class
-# (dashed).  AUPC is the area under each curve.
-
-# %%
-fig = report.plot_aupc_curves(run.curves, run.pairs, run.methods)
-plt.show()
-
-# %% [markdown]
-# ## Time per counterfactual
-#
-# Wall time of `explain` for a batch divided by its size, on the machine that built
-# this page (training time of the learned methods excluded, as in the paper).
-
-# %%
-fig = report.plot_seconds(run.results)
-plt.show()
+grids = [report.plot_cf_grid(run.counterfactuals, pair, run.methods, n=4,
+                             title=report.pair_title(dataset, pair)) for pair in run.pairs]
+display(grids[0])
+plt.close(grids[0])
+if len(grids) > 1:
+    display(report.fold("The other pairs: " + ", ".join(report.pair_title(dataset, q)
+                                                        for q in run.pairs[1:]), *grids[1:]))
 
 # %% [markdown]
 # ## What the run shows
 #
-# The checks below are computed from this run's results: the orderings the paper
-# leads us to expect (`cflib/bench/reference/expected.csv`), each in its metric's direction,
-# and whether they hold here (on the means over pairs; ties count as holding).
+# The orderings the paper leads us to expect (`cflib/bench/reference/expected.csv`),
+# each in its metric's direction, checked on this run's means over pairs (ties count as
+# holding).
 
 # %%
+mean_rows = results.table_means(run.results)
 report.verdicts(runner.shape_checks(mean_rows, "c3lt"))
+
+# %% [markdown]
+# ## The evidence
+#
+# Each section opens with a click.
+#
+# :::{dropdown} How to read this table: its rows
+# | row | what it is |
+# |---|---|
+# | Original Data | real test images of the target class (the paper's reference row: what the best counterfactual could score) |
+# | Query (unchanged) | the query itself (ours: what an image that has not moved scores) |
+# | Adv. Attack | targeted PGD {cite:p}`madry2018pgd`: fools the classifier without looking like the target |
+# | CEM | Contrastive Explanation Method {cite:p}`dhurandhar2018cem`, the reference's untargeted pertinent negative |
+# | CEM (targeted) | the same solver pushed towards the table's target (our variant) |
+# | CEM (paper budget) | CEM at the paper's 1000 iterations × 10 c-steps, on the first queries of each pair (our budget check) |
+# | CVE | Counterfactual Visual Explanations {cite:p}`goyal2019cve`: greedy feature-cell swaps, grid regions pasted |
+# | CVE (receptive field) | the same search, each cell's receptive field pasted (our variant) |
+# | ExpGAN | ExplainGAN {cite:p}`samangouei2018explaingan`: a masked image-to-image generator per class pair |
+# | C3LT | cycle-consistent latent transformations of a DCGAN {cite:p}`radford2016dcgan` |
+# | C3LT (reconstruction) | G(E(x)), C3LT without its mapping (ours: how much of C3LT's change is the encoder and generator) |
+# | C3LT (inverted) | C3LT with the query's latent refined at test time (Adam on z, min ‖G(z) − x‖₁) before the mapping (ours: how much of the rest is inversion) |
+# | Latent search | REVISE {cite:p}`joshi2019revise` on C3LT's own generator and encoder: one search per query in its latent space (ours: what the generator allows) |
+#
+# The table is the mean over the pairs, and over the training seeds where the chapter
+# was swept (`make sweep NB=<this chapter> SEEDS=1,2`: every network retrained per
+# seed; the query images, the FID reference split and the methods' draws come from the
+# data seed, which stays fixed, so the spread measures training alone).  The paper's
+# values come from `cflib/bench/reference/reported.csv` (the C3LT paper's table and
+# poster).  The two reference rows, `Original Data` and `Query (unchanged)`, show each
+# metric's range: real target images at one end, queries that have not moved at the
+# other.  `CEM (paper budget)` is scored on the first queries of each pair only.  A
+# difference between two methods smaller than the standard deviations is not one this
+# book can claim.  IM1 and IM2 are Van Looveren & Klaise's interpretability measures
+# {cite:p}`vanlooveren2021prototypes`; FID {cite:p}`heusel2017fid` and KID
+# {cite:p}`binkowski2018kid` compare the counterfactuals with real target images.
+# :::
+
+# %%
+report.fold(
+    "How to read this table: its metrics, pairs and this run",
+    report.metrics_table(c3lt.C3LT_METRICS + c3lt.CVE_METRICS),
+    report.pairs_table(dataset, run.pairs),
+    note=(f"**This run:** dataset {title}, profile `{prof.name}`, device `{p.device}`, "
+          f"training seed {seeds.train}, data seed {seeds.data}, "
+          f"{p.n_images or prof.c3lt.n_images or 'all'} query images per pair.  The C3LT "
+          f"classifier reaches **{run.classifier_accuracy:.2%}** test accuracy on {title}; "
+          f"the page's numbers are in `{p.results_name}.csv`.  Re-run the chapter with "
+          "other parameters: `make chapter NB=<this chapter> PROFILE=paper DEVICE=cuda`, "
+          "or through papermill with `-p` parameters."))
+
+# %%
+if merged is None:
+    seeds_note = ("No sweep over training seeds exists for this chapter and profile: the "
+                  "main table is this run's training seed alone, and the orderings above "
+                  "are checked in it once.")
+    seeds_items = []
+else:
+    seeds_note = ("This page's own training seed alone, and in how many of the training "
+                  "seeds each expected ordering holds.")
+    seeds_items = [report.comparison_table(run.results, "c3lt", dataset, metrics=metric_names,
+                                           methods=run.methods),
+                   report.verdicts(runner.shape_checks_by_seed(per_seed, "c3lt",
+                                                               select=results.table_means))]
+report.fold("Training seeds: this run alone, and the orderings in every seed", *seeds_items,
+            note=seeds_note)
+
+# %%
+report.fold("Per pair: every metric of each pair (same scales)",
+            report.pair_table(run.results, metric_names))
+
+# %%
+report.fold(
+    "How close our ranking is to the paper's (Kendall's τ)",
+    report.ranking_agreement(mean_rows, "c3lt", dataset,
+                             ["IM1", "FID", "Proximity", "Validity", "COUT"]),
+    note=("Kendall's τ between our ordering of the methods and the paper's, on every metric "
+          "where the paper reports at least three of the rows (1: the same order, −1: "
+          "reversed)."))
+
+# %%
+report.fold(
+    "An edit or a redraw? Proximity over a real target image's",
+    report.confounded_table(run.results, methods=run.methods),
+    note=("A counterfactual should change the query a little.  Each method's proximity "
+          "divided by `Original Data`'s on the same pair (a different real image of the "
+          "target class): a shaded cell, at 0.8 or more, marks a method that moves the "
+          "query about as far as redrawing it as another image of the target would.  Its "
+          "realism scores (IM1, IM2, FID, KID) are then confounded: they reward the "
+          "redraw."))
+
+# %%
+cve = [m for m in run.methods if m.startswith("CVE")]
+report.fold(
+    "CVE: edits and the feature-level decision",
+    report.pair_table(run.results[run.results["method"].isin(cve)],
+                      ["Edits", "Feature_Validity", "Validity", "Proximity"]),
+    note=("CVE's search works on the classifier's 4 × 4 feature map; its image is a "
+          "rendering of the edit.  `Edits` is the mean number of replaced cells, "
+          "`Feature_Validity` the share of queries whose *edited feature map* the "
+          "classifier's head assigns to the target (what the search guarantees), `Validity` "
+          "the share of *pasted images* it assigns to the target."))
+
+# %%
+c3 = [m for m in run.methods if m.startswith("C3LT") or m == "Latent search"]
+c3_tuning = results.read_table(tuning.TUNING_DIR / "c3lt.csv")
+report.fold(
+    "C3LT: how much of the change is the mapping, its training, and each budget lever",
+    report.pair_table(run.results[run.results["method"].isin(c3)],
+                      ["Proximity", "Proximity_to_reconstruction", "Validity", "IM1", "FID"]),
+    report.plot_c3lt_training(run.training) if len(run.training) else None,
+    "**What each budget lever buys** (on the validation pair, `python -m cflib.bench.tuning "
+    "c3lt`): C3LT built as this chapter builds it, each row changing one lever (batch 32 on "
+    "every training image, the public code's learning-rate halvings, more epochs, an "
+    "encoder fine-tuned per pair) or adding test-time inversion; proximity, the mapping's "
+    "own change, validity, updates and training seconds.",
+    report.tuning_table(c3_tuning[c3_tuning["dataset"] == dataset], index=("candidate",)),
+    note=("C3LT's counterfactual is a *new* image G(g(E(x))); `C3LT (reconstruction)` "
+          "scores G(E(x)), the same pipeline without the mapping g, so its proximity is the "
+          "part of C3LT's change that the encoder and generator make on their own.  "
+          "`Proximity_to_reconstruction` is the change the mapping itself makes, "
+          "|G(g(E(x))) − G(E(x))|; `C3LT (inverted)` refines the query's latent at test "
+          "time before mapping it; `Latent search` searches each query's latent on its own.  "
+          "The curve: the mapping's training on each pair, its losses and the share of the "
+          "training queries whose mapped image the classifier puts in the target, about ten "
+          "points per epoch; the dotted line is the learning rate, halved on the public "
+          "code's schedule scaled to this profile's epochs."))
+
+# %%
+cem = run.results[run.results["method"].str.startswith("CEM")]
+report.fold(
+    "CEM: budget and κ",
+    report.pair_table(cem, ["Validity", "Proximity", "IM1", "Seconds_per_CF"]),
+    note=("CEM at this profile's budget, at the paper's (1000 iterations × 10 rounds of the "
+          "search over c, on the first 20 queries of each pair), and with κ = 0 (no "
+          "confidence margin on the hinge): whether validity and proximity move towards "
+          "the paper's values with the budget."))
+
+# %%
+report.fold(
+    "Insertion curves (AUPC) and time per counterfactual",
+    report.plot_aupc_curves(run.curves, run.pairs, run.methods),
+    "**Time per counterfactual**: wall time of `explain` for a batch divided by its size, "
+    "on the machine that built this page (training time of the learned methods excluded, "
+    "as in the paper).",
+    report.plot_seconds(run.results),
+    note=("Counterfactual pixels are pasted into the query in order of decreasing change; "
+          "the curves show the mean softmax score of the target (solid) and the query "
+          "class (dashed).  AUPC is the area under each curve."))
 
 # %% [markdown]
 # ## Where our numbers differ from the paper's
@@ -295,54 +263,52 @@ report.verdicts(runner.shape_checks(mean_rows, "c3lt"))
 # %% [markdown]
 # ## Choices made on validation data
 #
-# Every free choice below was made on training images only (`python -m
-# cflib.bench.tuning`), never on the test images of the table's pairs: on *validation
-# pairs* that no table uses (MNIST 7→2, Fashion-MNIST 1→3) for the autoencoders and
-# C3LT's budget, and on held-out training images of the table's own pairs for ExpGAN's
-# weights.  The evidence is in `results/tuning/`.
-#
-# **The class autoencoders of IM1/IM2.**  For each candidate architecture, the two
-# class autoencoders of the validation pair are trained as this chapter trains its own
-# (early stopping on a held-out tenth of the class's training images); on that held-out
-# tenth, IM1 is computed for real target images (should be low) and real query images
-# (should be high).  `AUC` is the probability that a real query image scores a higher
-# IM1 than a real target image; the candidate with the highest mean AUC is used.
+# Every free choice was made on training images only (`python -m cflib.bench.tuning`),
+# never on the test images of the table's pairs: on *validation pairs* that no table
+# uses (MNIST 7→2, Fashion-MNIST 1→3) for the autoencoders and C3LT's budget, and on
+# held-out training images of the table's own pairs for ExpGAN's weights.  The evidence
+# is in `results/tuning/`.
 
 # %%
 im_tuning = results.read_table(tuning.TUNING_DIR / "im_autoencoder.csv")
 auc = im_tuning[im_tuning["metric"] == "AUC"].groupby("candidate")["value"].mean()
-display(Markdown(f"The class autoencoders of both C3LT chapters are **`{zoo.IM_CLASS_AE}`**, "
-                 f"the candidate with the highest AUC averaged over the two validation pairs "
-                 f"({report.fmt(auc[zoo.IM_CLASS_AE])}); this dataset's rows:"))
-report.page_table(report.tuning_table(im_tuning[im_tuning["dataset"] == dataset]))
-
-# %% [markdown]
-# **ExpGAN's loss weights** (the paper gives none).  Each candidate is trained on the
-# training images of each of the table's pairs, less a held-out tenth of the query
-# class, at this profile's sizes, and scored on that held-out tenth (no test image is
-# used); the rule: the smallest proximity among candidates with validity ≥ 0.95, else
-# the highest validity.  The base weights (`defaults`: classification 3,
-# reconstruction 10, GAN 0.1, mask consistency 10, size 10 with κ = 0.05, smoothness and
-# entropy 0.5) were inherited from an earlier search of ours and are re-examined here
-# as one candidate among the others.
+report.fold(
+    f"The class autoencoders of IM1 and IM2: {zoo.IM_CLASS_AE}",
+    report.tuning_table(im_tuning[im_tuning["dataset"] == dataset], index=("pair", "candidate")),
+    note=("For each candidate architecture, the two class autoencoders of the validation "
+          "pair are trained as this chapter trains its own (early stopping on a held-out "
+          "tenth of the class's training images); on that held-out tenth, IM1 is computed "
+          "for real target images (should be low) and real query images (should be high).  "
+          "`AUC` is the probability that a real query image scores a higher IM1 than a "
+          "real target image; the candidate with the highest mean AUC is used: "
+          f"**`{zoo.IM_CLASS_AE}`** (mean AUC over the two validation pairs "
+          f"{report.fmt(auc[zoo.IM_CLASS_AE])}).  This dataset's rows:"))
 
 # %%
 eg_tuning = results.read_table(tuning.TUNING_DIR / "expgan.csv")
 choice = tuning.EXPGAN_CHOICE[dataset]
-display(Markdown(f"{title} uses **`{choice}`** "
-                 f"({tuning.EXPGAN_CANDIDATES[choice] or 'the base weights'}), the winner of "
-                 f"the rule on this evidence."))
-report.page_table(report.tuning_table(eg_tuning[eg_tuning["dataset"] == dataset]))
-
-# %% [markdown]
-# The sizes of this run (the profile; a profile changes sizes only, never the algorithm):
+weights = ", ".join(f"{k} {v:g}" for k, v in (tuning.EXPGAN_CANDIDATES[choice] or {}).items())
+report.fold(
+    f"ExpGAN's loss weights: {choice}",
+    report.tuning_table(eg_tuning[eg_tuning["dataset"] == dataset], index=("pair", "candidate")),
+    note=("The paper gives none.  Each candidate is trained on the training images of each "
+          "of the table's pairs, less a held-out tenth of the query class, at this "
+          "profile's sizes, and scored on that held-out tenth (no test image is used); the "
+          "rule: the smallest proximity among candidates with validity ≥ 0.95, else the "
+          "highest validity.  The base weights (`defaults`: classification 3, "
+          "reconstruction 10, GAN 0.1, mask consistency 10, size 10 with κ = 0.05, "
+          "smoothness and entropy 0.5) were inherited from an earlier search of ours and "
+          "are one candidate among the others.  "
+          f"{title} uses **`{choice}`** ({weights or 'the base weights'}), the winner of "
+          "the rule on this evidence."))
 
 # %%
-report.page_table(report.profile_table(prof, ["nets", "c3lt"]))
+report.fold("The sizes of this run (the profile: sizes only, never the algorithm)",
+            report.profile_table(prof, ["nets", "c3lt"]))
 
 # %% [markdown]
 # ```{admonition} Protocol notes
-# :class: note
+# :class: note dropdown
 # Choices the papers leave open, and what we did:
 #
 # - **Classifier**: the C3LT CNN (two 5x5 conv layers, FC 1024→256, dropout 0.5,

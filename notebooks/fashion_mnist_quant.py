@@ -13,42 +13,16 @@
 # %% [markdown]
 # # Recourse under quantization on Fashion-MNIST
 #
-# This chapter reproduces the Fashion-MNIST table of Yahyati, Lamaakal, El Makkaoui &
-# Ouahbi, *When Bits Break Recourse: Counterfactual-Faithful Quantization*
-# {cite:p}`yahyati2026bits` ([arXiv 2605.17160](https://arxiv.org/abs/2605.17160), 2026;
-# [code](https://github.com/Ism-ail11/When-Bits-Break-Recourse-Counterfactual-Faithful-Quantization)).  Its question: a small CNN is compressed to a few bits per weight
-# and activation; its accuracy barely moves, but does the *recourse* computed on the
-# full-precision model (the change that would move an image into the target class,
-# T-shirt/top) still work on the compressed one?  Accuracy alone cannot say: a
-# compressed model can agree with the original on test images and still reject the
-# original's counterfactuals.
-#
-# | row | what it is |
-# |---|---|
-# | FP32 | the full-precision SmallCNN (our reference row; every VD, CRG, DirSim is measured against its recourse) |
-# | FP32 + retrain | our control: the FP32 model trained for the QAT rows' extra epochs with their optimiser and batches, no quantization |
-# | PTQ INT8 / PTQ INT4 | post-training quantization of every weight and activation to 8 / 4 bits, steps and clips calibrated on validation images |
-# | CF-PTQ | PTQ INT4 whose calibration set also holds the FP model's counterfactuals of the validation images |
-# | MixedPrec-QAT | quantization-aware training with a learned per-quantizer bit choice in {2, 3, 4, 8} under a bit budget |
-# | CFQ-QAT | the same, plus a loss that keeps the FP model's recourse points in the target class (the paper's method) |
-# | KD+Quant | a student distilled from the FP model, then MixedPrec-QAT |
-# | Prune+Quant | 30 % global magnitude pruning (the mask kept through training), then MixedPrec-QAT |
-#
-# Recourse is searched in the 32-d latent space of a convolutional autoencoder by
-# projected gradient steps (`Latent PGD`, the same explainer for every model).  The
-# paper's Fashion-MNIST listing gives accuracy and training overhead only; its VD, CRG
-# and DirSim for this dataset are not public, so those columns are ours alone.
-#
-# VD has a blind spot: a model that puts *every* image in the target class never
-# rejects a recourse point and scores VD 0.  So beside VD the table measures **false
-# acceptance**: the share of autoencoder reconstructions of non-target test images the
-# model puts in the target (`FA recon`), and the share of queries whose FP recourse
-# failed that the model accepts anyway (`FA infeasible`), with per-class accuracy.
-# Every QAT row is also read against `FP32 + retrain`, which separates what
-# quantization does to recourse from what a few more epochs of training do.  The
-# code lives in `cflib` (`cflib.bench.tables.quant`, `cflib.quantization`,
-# `cflib.explainers.latent`, `cflib.metrics.recourse`); this notebook only calls it.
-# Re-run it with `make chapter NB=fashion_mnist_quant PROFILE=paper DEVICE=cuda`.
+# A small CNN is compressed to a few bits per weight and activation; its accuracy
+# barely moves, but does the *recourse* computed on the full-precision model (the
+# change that would move an image into the target class, T-shirt/top) still work on the
+# compressed one?  This chapter reproduces the Fashion-MNIST table of Yahyati,
+# Lamaakal, El Makkaoui & Ouahbi, *When Bits Break Recourse: Counterfactual-Faithful
+# Quantization* {cite:p}`yahyati2026bits`
+# ([arXiv 2605.17160](https://arxiv.org/abs/2605.17160), 2026;
+# [code](https://github.com/Ism-ail11/When-Bits-Break-Recourse-Counterfactual-Faithful-Quantization)).
+# The table comes first, then what it shows; how to read it and the evidence behind it
+# are folded further down.
 
 # %% tags=["parameters"]
 profile: str = "standard"   # smoke | standard | paper: sizes only, never the algorithm
@@ -87,47 +61,17 @@ from cflib.book import report
 
 run = quant_benchmark.QuantRun.load(p.results_dir, p.results_name)
 display(Markdown(
-    f"**Run parameters:** profile `{prof.name}`, device `{p.device}`, training seed(s) "
-    f"{seeds}, target class {p.target} ({CLASS_NAMES['fmnist'][p.target]}), "
-    f"data seed {p.data_seed}, {prof.quant.n_queries} test draws before the label filter."))
-report.metrics_table([s for s in quant_benchmark.QUANT_METRICS
-                      if s.name in ("Accuracy", "VD", "FA_recon", "FA_infeasible", "CRG",
-                                    "DirSim", "Compress_seconds", "Overhead",
-                                    "Overhead_vs_MixedPrec", "FP_Feasible", "Transfer_Margin",
-                                    "Avg_weight_bits", "Avg_act_bits", "Sparsity")])
-
-# %%
-fp = run.results[(run.results["method"] == "FP32") & (run.results["variant"] == "")]
-fpv = fp.groupby("metric")["value"].mean()
-display(Markdown(
-    f"FP32 SmallCNN: **{fpv['Accuracy']:.2%}** test accuracy; {int(fpv['N_queries'])} queries "
-    f"(of which {int(fpv['N_already_target'])} are already classified as the target by the "
-    f"FP model, kept as the code keeps them); FP recourse feasible for "
-    f"**{fpv['FP_Feasible']:.1%}** of them.  This page's numbers are in "
-    f"`{p.results_name}.csv`, `{p.results_name}_sweep.csv` and `{p.results_name}_bits.csv`."))
-
-# %% [markdown]
-# ## The table: ours beside the paper's
-#
-# Accuracy (%) and Overhead (×) beside the paper's listing (`cflib/bench/reference/
-# reported.csv`); VD and the false acceptance on reconstructions with their 95 % Wilson
-# (binomial) intervals; the share of FP-infeasible queries accepted (`FA infeasible`,
-# over `of` such queries); CRG and DirSim with their spread (the 95 % bootstrap
-# half-width over queries for one seed, the sd over seeds for several); each recipe's own
-# compression seconds; average weight and activation bits; the share of queries whose
-# recourse exists on the FP and on the compressed model.  Compare accuracy as the *gap to
-# our FP32 row*: the absolute level depends on the training-set size (the `standard`
-# profile trains on the public code's 4,500 images, the paper's listing implies the
-# full training split).  Compare overhead by its *ordering* only: the paper does not
-# publish its definition, and ours (each recipe's compression time over PTQ INT8's,
-# `vs MixedPrec` over MixedPrec-QAT's as the public code's runtime script divides)
-# measures this implementation on this machine.
-
-# %%
+    "Accuracy (%) and overhead (×) beside the paper's listing (in grey); VD and false "
+    "acceptance with their 95 % intervals, CRG and DirSim with their spread (the paper's "
+    "values for them on this dataset are not public).  Compare accuracy as the gap to our "
+    "FP32 row and overhead by its ordering (*How to read this table*, below)."))
 report.page_table(report.quant_table(run.results))
 
 # %% [markdown]
-# ### Accuracy hides what VD shows, and VD hides what false acceptance shows
+# <!-- summary -->
+
+# %% [markdown]
+# ## Accuracy hides what VD shows, and VD hides what false acceptance shows
 #
 # Top: accuracy of each row, ours beside the paper's, our FP32 as the dashed line.
 # Bottom: VD, the share of the FP model's recourse that the row no longer assigns to the
@@ -138,62 +82,6 @@ report.page_table(report.quant_table(run.results))
 
 # %%
 fig = report.plot_acc_vs_vd(run.results)
-plt.show()
-
-# %% [markdown]
-# Per-class test accuracy of every row: a model that over-accepts the target steals
-# from the classes that look like it (shirt, pullover, dress).
-
-# %%
-report.page_table(report.class_accuracy_table(run.results))
-
-# %% [markdown]
-# ### VD against bits
-#
-# Uniform post-training quantization of every weight and activation to b bits (the
-# sweep), scored at the FP recourse points (forward passes only); the
-# mixed-precision rows are drawn at their average bits.
-
-# %%
-fig = report.plot_vd_vs_bits(run.sweep, run.results)
-plt.show()
-report.page_table(run.sweep.groupby(["bits", "metric"])["value"].mean().unstack())
-
-# %% [markdown]
-# ## Recourse, query by query
-#
-# Each column a query whose FP recourse exists (those with a VD event first); the rows:
-# the query, its FP recourse, and each compressed model's *own* recourse.  A red frame
-# marks a model that rejects the FP recourse (a VD event); a grey cell a model on which
-# no recourse was found.  Under each cell, the cosine of the two latent actions.  Click
-# a figure to see it at full size.
-
-# %%
-fig = report.plot_recourse_grid(run)
-plt.show()
-
-# %% [markdown]
-# ### Is "mixed precision" mixed?
-#
-# The final bit width of every quantizer (four weight tensors, three activation
-# maps) of every trained row.  The QAT rows train under an average-bit budget below the
-# uniform 4 bits, so the policy has to give some quantizers fewer bits; the rows marked
-# `[code_bits]` are MixedPrec-QAT and CFQ-QAT with the public code's budget (4, the
-# policy's initial bit) and policy learning rate, the setting of the paper's rows.
-
-# %%
-fig = report.plot_bit_allocation(run.bits)
-plt.show()
-
-# %% [markdown]
-# ### Distributions
-#
-# Per-query relative cost gap and direction cosine (queries feasible on both models),
-# and the compressed model's target margin at the FP recourse points (left of 0: the
-# model rejects the FP recourse).
-
-# %%
-fig = report.plot_recourse_distributions(run)
 plt.show()
 
 # %% [markdown]
@@ -210,27 +98,141 @@ plt.show()
 report.verdicts(quant_benchmark.shape_checks(run))
 
 # %% [markdown]
-# How close our orderings are to the listing's (Kendall's τ; overhead is a timing of
-# this machine, its ordering is what compares):
+# ## The evidence
+#
+# Each section opens with a click.
+#
+# :::{dropdown} How to read this table: its rows
+# | row | what it is |
+# |---|---|
+# | FP32 | the full-precision SmallCNN (our reference row; every VD, CRG, DirSim is measured against its recourse) |
+# | FP32 + retrain | our control: the FP32 model trained for the QAT rows' extra epochs with their optimiser and batches, no quantization |
+# | PTQ INT8 / PTQ INT4 | post-training quantization of every weight and activation to 8 / 4 bits, steps and clips calibrated on validation images |
+# | CF-PTQ | PTQ INT4 whose calibration set also holds the FP model's counterfactuals of the validation images |
+# | MixedPrec-QAT | quantization-aware training with a learned per-quantizer bit choice in {2, 3, 4, 8} under a bit budget |
+# | CFQ-QAT | the same, plus a loss that keeps the FP model's recourse points in the target class (the paper's method) |
+# | KD+Quant | a student distilled from the FP model, then MixedPrec-QAT |
+# | Prune+Quant | 30 % global magnitude pruning (the mask kept through training), then MixedPrec-QAT |
+#
+# Recourse is searched in the 32-d latent space of a convolutional autoencoder by
+# projected gradient steps (`Latent PGD`, the same explainer for every model).  The
+# paper's Fashion-MNIST listing gives accuracy and training overhead only; its VD, CRG
+# and DirSim for this dataset are not public, so those columns are ours alone.
+#
+# VD has a blind spot: a model that puts *every* image in the target class never
+# rejects a recourse point and scores VD 0.  So beside VD the table measures **false
+# acceptance**: the share of autoencoder reconstructions of non-target test images the
+# model puts in the target (`FA recon`), and the share of queries whose FP recourse
+# failed that the model accepts anyway (`FA infeasible`), with per-class accuracy.
+# Every QAT row is also read against `FP32 + retrain`, which separates what
+# quantization does to recourse from what a few more epochs of training do.  The
+# code lives in `cflib` (`cflib.bench.tables.quant`, `cflib.quantization`,
+# `cflib.explainers.latent`, `cflib.metrics.recourse`); this notebook only calls it.
+# :::
+
+# %%
+fp = run.results[(run.results["method"] == "FP32") & (run.results["variant"] == "")]
+fpv = fp.groupby("metric")["value"].mean()
+report.fold(
+    "How to read this table: its metrics, the FP32 model and this run",
+    report.metrics_table([s for s in quant_benchmark.QUANT_METRICS
+                          if s.name in ("Accuracy", "VD", "FA_recon", "FA_infeasible", "CRG",
+                                        "DirSim", "Compress_seconds", "Overhead",
+                                        "Overhead_vs_MixedPrec", "FP_Feasible",
+                                        "Transfer_Margin", "Avg_weight_bits", "Avg_act_bits",
+                                        "Sparsity")]),
+    note=(f"**This run:** profile `{prof.name}`, device `{p.device}`, training seeds "
+          f"{', '.join(map(str, seeds))}, target class {p.target} "
+          f"({CLASS_NAMES['fmnist'][p.target]}), data seed {p.data_seed}, "
+          f"{prof.quant.n_queries} test draws before the label filter.  FP32 SmallCNN: "
+          f"**{fpv['Accuracy']:.2%}** test accuracy; {int(fpv['N_queries'])} queries (of "
+          f"which {int(fpv['N_already_target'])} are already classified as the target by "
+          f"the FP model, kept as the code keeps them); FP recourse feasible for "
+          f"**{fpv['FP_Feasible']:.1%}** of them.  This page's numbers are in "
+          f"`{p.results_name}.csv`, `{p.results_name}_sweep.csv` and "
+          f"`{p.results_name}_bits.csv`.  Re-run it with `make chapter "
+          "NB=fashion_mnist_quant PROFILE=paper DEVICE=cuda`.\n\n"
+          "VD and the false acceptance on reconstructions carry their 95 % Wilson "
+          "(binomial) intervals; `FA infeasible` is the share of FP-infeasible queries "
+          "accepted, over `of` such queries; CRG and DirSim carry the 95 % bootstrap "
+          "half-width over queries for one seed, the sd over seeds for several.  Compare "
+          "accuracy as the *gap to our FP32 row*: the absolute level depends on the "
+          "training-set size (the `standard` profile trains on the public code's 4,500 "
+          "images, the paper's listing implies the full training split).  Compare overhead "
+          "by its *ordering* only: the paper does not publish its definition, and ours "
+          "(each recipe's compression time over PTQ INT8's, `vs MixedPrec` over "
+          "MixedPrec-QAT's as the public code's runtime script divides) measures this "
+          "implementation on this machine."))
+
+# %%
+report.fold(
+    "Per-class test accuracy of every row",
+    report.class_accuracy_table(run.results),
+    note=("A model that over-accepts the target steals from the classes that look like it "
+          "(shirt, pullover, dress)."))
+
+# %%
+report.fold(
+    "VD against bits",
+    report.plot_vd_vs_bits(run.sweep, run.results),
+    run.sweep.groupby(["bits", "metric"])["value"].mean().unstack(),
+    note=("Uniform post-training quantization of every weight and activation to b bits "
+          "(the sweep), scored at the FP recourse points (forward passes only); the "
+          "mixed-precision rows are drawn at their average bits."))
+
+# %%
+report.fold(
+    "Recourse, query by query",
+    report.plot_recourse_grid(run),
+    note=("Each column a query whose FP recourse exists (those with a VD event first); the "
+          "rows: the query, its FP recourse, and each compressed model's *own* recourse.  A "
+          "red frame marks a model that rejects the FP recourse (a VD event); a grey cell a "
+          "model on which no recourse was found.  Under each cell, the cosine of the two "
+          "latent actions.  Click the figure to see it at full size."))
+
+# %%
+report.fold(
+    "Is \"mixed precision\" mixed? The bits of every quantizer",
+    report.plot_bit_allocation(run.bits),
+    note=("The final bit width of every quantizer (four weight tensors, three activation "
+          "maps) of every trained row.  The QAT rows train under an average-bit budget "
+          "below the uniform 4 bits, so the policy has to give some quantizers fewer bits; "
+          "the rows marked `[code_bits]` are MixedPrec-QAT and CFQ-QAT with the public "
+          "code's budget (4, the policy's initial bit) and policy learning rate, the "
+          "setting of the paper's rows."))
+
+# %%
+report.fold(
+    "Distributions: cost gap, direction and margin per query",
+    report.plot_recourse_distributions(run),
+    note=("Per-query relative cost gap and direction cosine (queries feasible on both "
+          "models), and the compressed model's target margin at the FP recourse points "
+          "(left of 0: the model rejects the FP recourse)."))
 
 # %%
 main_rows = run.results[(run.results["variant"] == "") & (run.results["method"] != "FP32")]
-report.page_table(report.ranking_agreement(main_rows, "quant", "fmnist", ["Accuracy", "Overhead"]))
-
-# %% [markdown]
-# ## Protocol check table
-#
-# Where we deviate from the public code, the code's choice computed beside ours:
-# the code's quantizer initialisation (`repo_init`) against our MSE initialisation;
-# the code's raw latent (`raw_latent`) against our standardised one (FP recourse
-# feasibility, median ‖δ‖); each row's own reference model (`own_fp_reference`: the
-# pruned FP model, the KD student) against the shared FP32 reference; the code's bit
-# budget and policy learning rate (`code_bits`); CFQ-QAT with a 10-step teacher
-# (`teacher_K10`, the specification's ablation of the teacher's budget); and
-# Prune+Quant's final sparsity beside its pruning fraction.
+report.fold(
+    "How close our orderings are to the listing's (Kendall's τ)",
+    report.ranking_agreement(main_rows, "quant", "fmnist", ["Accuracy", "Overhead"]),
+    note="Overhead is a timing of this machine: its ordering is what compares.")
 
 # %%
-report.page_table(report.quant_checks_table(run.checks))
+report.fold(
+    "Protocol check table: the public code's choices beside ours",
+    report.quant_checks_table(run.checks),
+    note=("Where we deviate from the public code, the code's choice computed beside ours: "
+          "the code's quantizer initialisation (`repo_init`) against our MSE "
+          "initialisation; the code's raw latent (`raw_latent`) against our standardised "
+          "one (FP recourse feasibility, median ‖δ‖); each row's own reference model "
+          "(`own_fp_reference`: the pruned FP model, the KD student) against the shared "
+          "FP32 reference; the code's bit budget and policy learning rate (`code_bits`); "
+          "CFQ-QAT with a 10-step teacher (`teacher_K10`, the specification's ablation of "
+          "the teacher's budget); and Prune+Quant's final sparsity beside its pruning "
+          "fraction."))
+
+# %%
+report.fold("The sizes of this run (the profile: sizes only, never the algorithm)",
+            report.profile_table(prof, ["quant"]))
 
 # %% [markdown]
 # ## Where our numbers differ from the paper's
@@ -238,14 +240,8 @@ report.page_table(report.quant_checks_table(run.checks))
 # <!-- discussion -->
 
 # %% [markdown]
-# The sizes of this run:
-
-# %%
-report.page_table(report.profile_table(prof, ["quant"]))
-
-# %% [markdown]
 # ```{admonition} Protocol notes
-# :class: note
+# :class: note dropdown
 # What the public code (github Ism-ail11/When-Bits-Break-Recourse-Counterfactual-
 # Faithful-Quantization, `cfq/experiments/image.py`) does, what it leaves open, and
 # what we did:

@@ -13,40 +13,15 @@
 # %% [markdown]
 # # Counterfactuals under Bayesian classifiers on MNIST
 #
-# This chapter reproduces the MNIST table of Duell & Fan, *Provably Robust Bayesian
-# Counterfactual Explanations under Model Changes* {cite:p}`duell2026psce`
-# ([arXiv 2601.16659](https://arxiv.org/abs/2601.16659), 2026): five
-# counterfactual methods explain two Bayesian classifiers of MNIST digits, an
-# **MC-dropout** CNN {cite:p}`gal2016dropout` (dropout kept on at prediction,
-# predictions averaged over posterior samples) and a **Bayesian neural network** trained
-# by variational inference (Bayes by Backprop {cite:p}`blundell2015weight`).  Every method searches against the
-# posterior-averaged prediction, except Wachter's original, which sees one
-# deterministic pass.
-#
-# | method | idea |
-# |---|---|
-# | Wachter {cite:p}`wachter2017counterfactual` | min L1 distance + λ · prediction loss, λ searched |
-# | BayesCF | Wachter's objective on the posterior-mean prediction |
-# | ROAR {cite:p}`upadhyay2021roar` | min-max: valid under last-layer weight shifts ≤ δ_max = 0.01 |
-# | Schut {cite:p}`schut2021uncertainty` | greedy saliency-guided pixel edits until posterior confidence 0.99 |
-# | PSCE {cite:p}`duell2026psce` | δ-safe mean target probability and ε-robust predictive variance as constraints, plus proximity and an autoencoder term |
-#
-# Two reference rows show where each metric's range lies: **Original Data**, for each
-# query a real test image of its target class (drawn with the repeat's seed), and
-# **Query (unchanged)**, the query itself.  A method's IM1 is only readable between
-# the two.
-#
-# Every search optimises against a fixed set of posterior samples (20 dropout masks or
-# weight draws).  `Validity` judges the counterfactuals on those same samples, *in
-# sample*; `Validity_fresh` and the robustness measures judge them on *fresh* posterior
-# draws that no search saw, out of sample.  The metrics (their definitions are in the
-# protocol notes):
-#
-# Only the paper's IM1 values are known (the full tables were not retrievable); the
-# other columns are ours alone.  The code lives in `cflib`
-# (`cflib.bench.tables.bayes`, `cflib.explainers.{wachter,roar,schut,psce}`,
-# `cflib.metrics.robustness`); this notebook only calls it and shows the results.
-# Re-run it with `make chapter NB=mnist_bayesian PROFILE=paper DEVICE=cuda`.
+# When the classifier is Bayesian, which counterfactual method finds images that look
+# like the target and stay valid when the posterior is sampled again?  This chapter
+# reproduces the MNIST table of Duell & Fan, *Provably Robust Bayesian Counterfactual
+# Explanations under Model Changes* {cite:p}`duell2026psce`
+# ([arXiv 2601.16659](https://arxiv.org/abs/2601.16659), 2026): five methods explain an
+# **MC-dropout** CNN {cite:p}`gal2016dropout` and a **Bayesian neural network**
+# (Bayes by Backprop {cite:p}`blundell2015weight`).  The tables come first, then what
+# they show and the counterfactuals; how to read them and the evidence behind them are
+# folded further down.
 
 # %% tags=["parameters"]
 profile: str = "standard"   # smoke | standard | paper: sizes only, never the algorithm
@@ -86,45 +61,23 @@ from cflib.book import report
 
 run = bayes.BayesRun.load(p.results_dir, p.results_name)
 rows = [*bayes.BAYES_REFERENCES, *methods]
-display(Markdown(f"**Run parameters:** profile `{prof.name}`, device `{p.device}`, training "
-                 f"seed `{seeds.train}`, data seed `{seeds.data}`, "
-                 f"{prof.bayes.repeats} repeats of {prof.bayes.n_images} random test images, "
-                 f"classifiers trained {prof.bayes.epochs} epochs."))
-report.metrics_table(bayes.BAYES_METRICS)
+summary = bayes.summarise(run.results)
 
-# %%
-display(Markdown("Posterior-mean test accuracy: " + ", ".join(
-    f"**{s.replace('_', ' ')} {v:.2%}**" for s, v in run.accuracy.items())
-    + f".  This page's numbers are in `{p.results_name}.csv`, the validity curves in "
-      f"`{p.results_name}_curves.csv`."))
 
-# %% [markdown]
-# ## The tables: ours beside the paper's
-#
-# Mean and standard deviation over the repeats (each repeat a fresh draw of query
-# images and targets, the same trained classifier); the paper column holds the IM1
-# values of `cflib/bench/reference/reported.csv`, a dash where the paper's value is not
-# known.  The first two rows are the references; `L1` counts moved ink (pixel change
-# summed on the [0, 1] scale) and `L0` the pixels moved by more than 0.1.
+def setting_title(s: str) -> str:
+    return s.replace("_", " ").replace("bnn", "BNN").replace("mc", "MC")
 
-# %%
+
+display(Markdown(f"Mean ± sd over {prof.bayes.repeats} repeats of {prof.bayes.n_images} "
+                 "random test images (the same trained classifier); the paper's IM1 in grey "
+                 "beneath ours (its other columns were not retrievable).  ↓ lower is better, "
+                 "↑ higher."))
 for s in settings:
-    display(Markdown(f"### {s.replace('_', ' ').replace('bnn', 'BNN').replace('mc', 'MC')}"))
+    display(Markdown(f"**{setting_title(s)}**"))
     display(report.page_table(report.bayes_table(run.results, s, methods=rows)))
 
 # %% [markdown]
-# ### How close our ranking is to the paper's
-#
-# Kendall's τ between our ordering of the methods by mean IM1 and the paper's, per
-# setting (the paper's IM1 is known for five methods with MC dropout, three with the
-# BNN).
-
-# %%
-summary = bayes.summarise(run.results)
-for s in settings:
-    means = summary[summary["model"] == s].rename(columns={"mean": "value"})
-    display(Markdown(f"**{s.replace('_', ' ')}**"))
-    display(report.page_table(report.ranking_agreement(means, "bayes", "mnist", ["IM1"], model=s)))
+# <!-- summary -->
 
 # %% [markdown]
 # ## Counterfactuals
@@ -134,56 +87,13 @@ for s in settings:
 # row each); a red frame marks one whose posterior-mean decision is not the target.
 
 # %%
-for s in settings:
-    fig = report.plot_bayes_grid(run.counterfactuals[s], rows, n=6,
-                                 title=s.replace("_", " "))
-    plt.show()
-
-# %% [markdown]
-# ## What IM1 rewards: confidence
-#
-# IM1 compares how well the target-class and the query-class autoencoders reconstruct
-# a counterfactual.  A method that stops at the decision boundary leaves an image that
-# is still half the query; one that pushes to high confidence draws more of the target.
-# Each method's IM1 against the posterior-mean target confidence of its
-# counterfactuals on fresh draws (small points: repeats; large: their mean):
-
-# %%
-fig = report.plot_im1_vs_confidence(run.results, rows)
-plt.show()
-
-# %% [markdown]
-# ## PSCE's ablation
-#
-# The main PSCE row uses the paper's setting: δ = 0.9 and the all-class autoencoder in
-# the manifold term (the variant was not chosen on this table).  Beside it, on the
-# same queries (MC dropout, the first repeat), δ = 0.99 and a manifold term from
-# *target-class* autoencoders, trained apart from the IM1 autoencoders (another
-# architecture and seed) so that IM1 does not grade PSCE with its own network.
-
-# %%
-if (run.results["variant"] != "").any():
-    display(report.page_table(report.psce_ablation_table(run.results)))
-else:
-    display(Markdown("The ablation runs at profiles with `bayes.psce_ablation` (and with the "
-                     "MC-dropout model and PSCE in the run)."))
-
-# %% [markdown]
-# ## Validity under weight perturbation
-#
-# The counterfactuals of each method, classified with *fresh* posterior draws by
-# copies of the classifier whose weights got Gaussian noise of growing standard
-# deviation (20 noise draws per scale; for the BNN the posterior means and the
-# deterministic trunk are perturbed, never the posterior spreads).  The leftmost point
-# (no noise) is `Validity_fresh`; `Robustness_AUC` is the normalised area under the
-# curve between 1e-3 and 1e-1.  Lines: mean over repeats; bands: min–max over
-# repeats.
-
-# %%
-fig = report.plot_perturbation_curves(run.curves, rows)
-plt.show()
-display(Markdown("Mean validity per noise scale (columns):"))
-report.page_table(report.perturbation_table(run.curves))
+grids = [report.plot_bayes_grid(run.counterfactuals[s], rows, n=6, title=setting_title(s))
+         for s in settings]
+display(grids[0])
+plt.close(grids[0])
+if len(grids) > 1:
+    display(report.fold("The same queries under the " + ", ".join(map(setting_title, settings[1:])),
+                        *grids[1:]))
 
 # %% [markdown]
 # ## What the run shows
@@ -196,13 +106,107 @@ report.page_table(report.perturbation_table(run.curves))
 report.verdicts(bayes.shape_checks(summary), by=["model"])
 
 # %% [markdown]
+# ## The evidence
+#
+# Each section opens with a click.
+#
+# :::{dropdown} How to read these tables: the methods and the reference rows
+# | method | idea |
+# |---|---|
+# | Wachter {cite:p}`wachter2017counterfactual` | min L1 distance + λ · prediction loss, λ searched |
+# | BayesCF | Wachter's objective on the posterior-mean prediction |
+# | ROAR {cite:p}`upadhyay2021roar` | min-max: valid under last-layer weight shifts ≤ δ_max = 0.01 |
+# | Schut {cite:p}`schut2021uncertainty` | greedy saliency-guided pixel edits until posterior confidence 0.99 |
+# | PSCE {cite:p}`duell2026psce` | δ-safe mean target probability and ε-robust predictive variance as constraints, plus proximity and an autoencoder term |
+#
+# Every method searches against the posterior-averaged prediction, except Wachter's
+# original, which sees one deterministic pass.  Two reference rows show where each
+# metric's range lies: **Original Data**, for each query a real test image of its
+# target class (drawn with the repeat's seed), and **Query (unchanged)**, the query
+# itself.  A method's IM1 is only readable between the two.
+#
+# Every search optimises against a fixed set of posterior samples (20 dropout masks or
+# weight draws).  `Validity` judges the counterfactuals on those same samples, *in
+# sample*; `Validity_fresh` and the robustness measures judge them on *fresh* posterior
+# draws that no search saw, out of sample.  `L1` counts moved ink (pixel change summed
+# on the [0, 1] scale) and `L0` the pixels moved by more than 0.1.  Only the paper's IM1
+# values are known (the full tables were not retrievable); the other columns are ours
+# alone.  The code lives in `cflib` (`cflib.bench.tables.bayes`,
+# `cflib.explainers.{wachter,roar,schut,psce}`, `cflib.metrics.robustness`); this
+# notebook only calls it and shows the results.
+# :::
+
+# %%
+report.fold(
+    "How to read these tables: the metrics and this run",
+    report.metrics_table(bayes.BAYES_METRICS),
+    note=(f"**This run:** profile `{prof.name}`, device `{p.device}`, training seed "
+          f"{seeds.train}, data seed {seeds.data}, {prof.bayes.repeats} repeats of "
+          f"{prof.bayes.n_images} random test images, classifiers trained "
+          f"{prof.bayes.epochs} epochs.  Posterior-mean test accuracy: "
+          + ", ".join(f"**{setting_title(s)} {v:.2%}**" for s, v in run.accuracy.items())
+          + f".  This page's numbers are in `{p.results_name}.csv`, the validity curves in "
+          f"`{p.results_name}_curves.csv`.  Re-run it with `make chapter NB=mnist_bayesian "
+          "PROFILE=paper DEVICE=cuda`."))
+
+# %%
+report.fold(
+    "How close our ranking is to the paper's (Kendall's τ on IM1)",
+    *[report.page_table(report.ranking_agreement(
+        summary[summary["model"] == s].rename(columns={"mean": "value"}), "bayes", "mnist",
+        ["IM1"], model=s), caption=setting_title(s)) for s in settings],
+    note=("Kendall's τ between our ordering of the methods by mean IM1 and the paper's, per "
+          "setting (the paper's IM1 is known for five methods with MC dropout, three with "
+          "the BNN)."))
+
+# %%
+report.fold(
+    "What IM1 rewards: confidence",
+    report.plot_im1_vs_confidence(run.results, rows),
+    note=("IM1 compares how well the target-class and the query-class autoencoders "
+          "reconstruct a counterfactual.  A method that stops at the decision boundary "
+          "leaves an image that is still half the query; one that pushes to high "
+          "confidence draws more of the target.  Each method's IM1 against the "
+          "posterior-mean target confidence of its counterfactuals on fresh draws (small "
+          "points: repeats; large: their mean)."))
+
+# %%
+ablation = ((report.psce_ablation_table(run.results),) if (run.results["variant"] != "").any()
+            else ())
+report.fold(
+    "PSCE's ablation: δ and the manifold term's autoencoders",
+    *ablation,
+    note=("The main PSCE row uses the paper's setting: δ = 0.9 and the all-class "
+          "autoencoder in the manifold term (the variant was not chosen on this table).  "
+          "Beside it, on the same queries (MC dropout, the first repeat), δ = 0.99 and a "
+          "manifold term from *target-class* autoencoders, trained apart from the IM1 "
+          "autoencoders (another architecture and seed) so that IM1 does not grade PSCE "
+          "with its own network."
+          + ("" if ablation else "  This run has no ablation: it runs at profiles with "
+             "`bayes.psce_ablation` (and with the MC-dropout model and PSCE in the run).")))
+
+# %%
+report.fold(
+    "Validity under weight perturbation",
+    report.plot_perturbation_curves(run.curves, rows),
+    "Mean validity per noise scale (columns):",
+    report.perturbation_table(run.curves),
+    note=("The counterfactuals of each method, classified with *fresh* posterior draws by "
+          "copies of the classifier whose weights got Gaussian noise of growing standard "
+          "deviation (20 noise draws per scale; for the BNN the posterior means and the "
+          "deterministic trunk are perturbed, never the posterior spreads).  The leftmost "
+          "point (no noise) is `Validity_fresh`; `Robustness_AUC` is the normalised area "
+          "under the curve between 1e-3 and 1e-1.  Lines: mean over repeats; bands: "
+          "min–max over repeats."))
+
+# %% [markdown]
 # ## Where our numbers differ from the paper's
 #
 # <!-- discussion -->
 
 # %% [markdown]
 # ```{admonition} Protocol notes
-# :class: note
+# :class: note dropdown
 # Choices the paper leaves open, and what we did:
 #
 # - **MC dropout**: the C3LT CNN with dropout 0.5 before the last layer, trained

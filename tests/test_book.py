@@ -272,6 +272,12 @@ TABLE_ROWS = {
     "mnist_bayesian": ["Wachter", "BayesCF", "ROAR", "Schut", "PSCE"],
     "cross_dataset": ["C3LT", "CEM", "Original Data"],
 }
+#: the table chapters, and what each page must do for a reader: the main table on the
+#: first desktop screen (1400 x 1000) and within the first two phone screens, no wider
+#: than the phone's column; the page at most MAX_PAGE_PX tall at 1400 px with at most
+#: MAX_TABLES tables shown (the rest folded)
+TABLE_CHAPTERS = ("mnist_eval", "fashion_mnist_test", "mnist_bayesian", "fashion_mnist_quant")
+SCREEN_PX, MAX_PAGE_PX, MAX_TABLES = 1000, 10_000, 12
 
 _PAGE_CHECKS = """
 const out = {};
@@ -320,6 +326,19 @@ out.dash_columns = tables.filter(t => {
   return false;
 }).length;
 out.tables = tables.map(t => t.innerText);
+// the chapter's main table: the first shown table whose header starts with "method"
+const main_table = tables.find(t => {
+  const h = t.querySelector('thead th');
+  return h && h.innerText.trim().toLowerCase().startsWith('method');
+});
+out.main_table = main_table ? {top: Math.round(main_table.getBoundingClientRect().top + window.scrollY),
+                                width: Math.round(main_table.scrollWidth)} : null;
+out.column = Math.round(column);
+out.height = document.body.scrollHeight;
+// folded tables (in a closed <details>): formatted as page tables, no Python literals
+out.raw_folded = Array.from(document.querySelectorAll('details:not([open]) table')).filter(
+  t => Array.from(t.querySelectorAll('td, th')).some(
+    c => ['NaN', 'nan', 'None', 'True', 'False', '<NA>'].includes(c.textContent.trim()))).length;
 // the text outside code and commands (a command block may name any chapter)
 const prose = document.body.cloneNode(true);
 prose.querySelectorAll('pre, code, script, style').forEach(e => e.remove());
@@ -327,7 +346,8 @@ out.prose = prose.textContent;
 return out;
 """
 #: texts no page may show: template leaks
-LEAKS = ("rows written", "see the README", "<this chapter>", "{{", "}}", "<!-- discussion")
+LEAKS = ("rows written", "see the README", "<this chapter>", "{{", "}}", "<!-- discussion",
+         "<!-- summary")
 
 
 @pytest.fixture(scope="module")
@@ -371,7 +391,10 @@ def test_every_page_in_a_real_browser(html, site, browser):
     at (nearly) its own size at 1400 px, every internal link resolved and every external
     one well-formed, no stderr, no uncollapsed code, no table cut off, and at 1400 px no
     table wider than the text column, no raw DataFrame index, no all-dash column, no
-    template leak; screenshots of both widths are kept under ``_build/screenshots/``."""
+    template leak, no folded table with Python literals; on each table chapter the main
+    table on the first screen at 1400 px and within two at 400 px (no wider than the
+    phone's column), the page at most 10,000 px tall with at most 12 tables shown;
+    screenshots of both widths are kept under ``_build/screenshots/``."""
     from urllib.parse import urljoin, urlparse
 
     from selenium.common.exceptions import JavascriptException
@@ -403,6 +426,26 @@ def test_every_page_in_a_real_browser(html, site, browser):
                 problems.append(f"{tag}: images not decoded {broken[:3]}")
             if res["cut_tables"]:
                 problems.append(f"{tag}: {res['cut_tables']} table(s) cut off at the right edge")
+            if res["raw_folded"]:
+                problems.append(f"{tag}: {res['raw_folded']} folded table(s) with NaN / None / "
+                                "True text")
+            if Path(page).stem in TABLE_CHAPTERS:
+                main, screens = res["main_table"], 1 if width == 1400 else 2
+                if main is None:
+                    problems.append(f"{tag}: no shown table whose header starts with 'method'")
+                else:
+                    if main["top"] >= screens * SCREEN_PX:
+                        problems.append(f"{tag}: the main table starts at y = {main['top']}, "
+                                        f"below the first {screens} screen(s)")
+                    if width == 400 and main["width"] > res["column"] + 2:
+                        problems.append(f"{tag}: the main table is {main['width']} px wide in "
+                                        f"a {res['column']} px column")
+                if width == 1400 and res["height"] > MAX_PAGE_PX:
+                    problems.append(f"{tag}: the page is {res['height']} px tall "
+                                    f"(at most {MAX_PAGE_PX})")
+                if width == 1400 and len(res["tables"]) > MAX_TABLES:
+                    problems.append(f"{tag}: {len(res['tables'])} tables shown (at most "
+                                    f"{MAX_TABLES}; fold the rest)")
             if width == 1400:
                 here = browser.current_url                  # index.html redirects to the intro
                 for href in res["links"]:

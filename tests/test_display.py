@@ -3,8 +3,18 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 
-from cflib.book.report.display import COLUMN_PX, Page, _chunks, fmt, page_table, verdicts
+from cflib.book.report.display import (
+    COLUMN_PX,
+    NARROW_PX,
+    Page,
+    _chunks,
+    fmt,
+    fold,
+    page_table,
+    verdicts,
+)
 
 
 def test_fmt_counts_and_measurements():
@@ -62,3 +72,57 @@ def test_verdicts_list_failures_first_with_the_full_table_folded():
     assert "1 hold, 1 fail, 0 not tested" in body
     assert "<details>" in body and body.index("<details>") > body.index("</ul>")
     assert str(verdicts(checks.iloc[:0])) == "<p>No expectation applies to this run.</p>"
+
+
+def test_a_wide_table_gets_a_phone_copy_that_fits_and_prints_once():
+    wide = pd.DataFrame(np.full((3, 9), 0.123456), index=["a long row label", "b", "c"],
+                        columns=[f"metric {k}" for k in range(9)])
+    page = page_table(wide)
+    body = str(page)
+    assert '<div class="cflib-wide">' in body and '<div class="cflib-narrow">' in body
+    desktop, phone = body.split('<div class="cflib-narrow">')
+    assert phone.count("<table") > desktop.count("<table")     # more, narrower tables
+    cols = {c: [fmt(0.123456)] * 3 for c in wide.columns}
+    for chunk in _chunks(cols, ["", *wide.index], NARROW_PX, narrow=True):
+        assert 1 <= len(chunk) < len(wide.columns)
+    # the text form shows the desktop copy only: each row once
+    assert repr(page).count("a long row label") == desktop.count("<table")
+    # a table that fits a phone gets no second copy
+    assert "cflib-narrow" not in str(page_table(_table()))
+
+
+def test_fold_shows_tables_figures_and_text_one_click_away():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from pandas.io.formats.style import Styler
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    body = str(fold("Per pair", _table(), Styler(pd.DataFrame({"x": [1.5]})), fig, None,
+                    "**bold** text", note="Why it matters."))
+    assert body.startswith('<details class="cflib-fold"><summary>Per pair</summary>')
+    assert body.index("Why it matters.") < body.index("<table")
+    assert "paper 0.700" in body                               # a page table, formatted
+    assert body.count("data:image/png;base64,") == 1 and "<strong>bold</strong>" in body
+    assert not plt.fignum_exists(fig.number)                    # closed: not shown twice
+    with pytest.raises(TypeError, match="cannot show a list"):
+        fold("x", [1, 2])
+
+
+def test_verdicts_fold_what_holds_and_format_the_full_table():
+    checks = pd.DataFrame([
+        {"expectation": "A beats B", "verdict": "holds", "value": 0.76, "other": "B",
+         "other value": 1.77, "source": "paper", "why": None, "significant": True},
+        {"expectation": "A is valid", "verdict": "fails", "value": 0.5, "other": "",
+         "other value": np.nan, "source": "paper", "why": "below", "significant": False},
+    ])
+    body = str(verdicts(checks))
+    shown, folded = body.split('<details class="cflib-fold">', 1)
+    assert "A is valid" in shown and "A beats B" not in shown and "A beats B" in folded
+    assert "✓ 1 holds: the list" in folded
+    full = body.split("<summary>The full table</summary>")[1]
+    cells = re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", full)
+    assert cells and not {"NaN", "nan", "None", "True", "False"} & set(cells)
+    assert "yes" in cells and "–" in cells
+    assert "nan" not in repr(verdicts(checks))                 # a missing reason: none

@@ -440,3 +440,42 @@ def test_the_timing_table_shows_the_compute_run_of_a_re_rendered_chapter(tmp_pat
     table = timing_markdown(tmp_path)
     assert "| `mnist_eval` | `standard` | 107.7 min | 2 | 2026-12-01 |" in table
     assert "| `cross_dataset` | `smoke` | 1.5 min | 1 | 2026-12-02 |" in table
+
+
+def test_fid_and_kid_name_their_feature_space_and_never_sit_beside_the_papers():
+    df = with_pair_means(rows({("4->9", "CEM", "FID"): 100.0, ("4->9", "CEM", "IM1"): 1.5}))
+    t = report.comparison_table(df, "c3lt", "mnist", metrics=["IM1", "FID"])
+    assert ("FID (FeatureNet)", "ours") in t.columns and ("FID", "ours") not in t.columns
+    assert t[("FID (FeatureNet)", "paper")].isna().all()
+    assert t.loc["CEM", ("IM1", "paper")] == pytest.approx(
+        load_reported("c3lt", "mnist").query("method == 'CEM' and metric == 'IM1'")["value"].item())
+    assert "FID (FeatureNet) ↓" in str(report.page_table(t))     # the arrow is kept
+
+
+@pytest.mark.parametrize("chapter", ["mnist_eval", "mnist_bayesian", "fashion_mnist_quant"])
+def test_a_chapter_opens_with_its_discussions_summary(chapter):
+    """The discussion's opening ("What this shows", up to the template's end marker) fills
+    the chapter's summary marker near the top, the rest its discussion marker; a notebook
+    without the summary marker shows the whole discussion in one place."""
+    import nbformat
+
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.book.chapters import get_chapter
+    from cflib.book.runs.notebook import MARKER, SUMMARY, SUMMARY_END, fill_discussion
+
+    results = PROJECT_ROOT / "results"
+    if not (results / f"{chapter}.csv").exists():
+        pytest.skip(f"no committed results/{chapter}.csv")
+
+    def notebook(*texts):
+        return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(t) for t in texts])
+
+    nb = notebook(SUMMARY, "## Discussion\n\n" + MARKER)
+    fill_discussion(nb, get_chapter(chapter), results)
+    top, rest = nb.cells[0].source, nb.cells[1].source
+    assert top.startswith("**What this shows.**") and "Every number below" not in top
+    assert "Every number below" in rest and "What this shows" not in rest
+    assert SUMMARY_END not in top + rest and SUMMARY not in top
+    one = notebook("## Discussion\n\n" + MARKER)
+    fill_discussion(one, get_chapter(chapter), results)
+    assert "What this shows" in one.cells[0].source and SUMMARY_END not in one.cells[0].source

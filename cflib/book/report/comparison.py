@@ -16,17 +16,14 @@ and figures (:func:`~cflib.book.report.figures.plot_cf_grid`,
 """
 from __future__ import annotations
 
-import base64
 import html
-import io
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from cflib.bench.data import PROJECT_ROOT
 from cflib.bench.tables import bayes, c3lt
-from cflib.book.report.display import fmt, page_table, verdicts
-from cflib.book.report.figures import DPI, plot_bayes_grid, plot_cf_grid
+from cflib.book.report.display import figure_html, fmt, page_table, verdicts
+from cflib.book.report.figures import plot_bayes_grid, plot_cf_grid
 from cflib.book.report.tables import bayes_table, comparison_table, metrics_table, pair_title
 
 #: the book's stylesheet, inlined into the page (a minimal one where it is not found)
@@ -115,11 +112,7 @@ def bench_reading(tc) -> str:
 
 
 def _figure_html(fig, alt: str) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
-    data = base64.b64encode(buf.getvalue()).decode()
-    return f'<p><img src="data:image/png;base64,{data}" alt="{html.escape(alt)}"></p>'
+    return f"<p>{figure_html(fig, alt)}</p>"
 
 
 def _run_table(cmp) -> pd.DataFrame:

@@ -27,6 +27,11 @@ COLUMN_PX = 780
 CHAR_PX = 7.0
 #: headers and row labels are bold <th> cells: wider per character
 BOLD_CHAR_PX = 8.3
+#: the text column on a phone (400 px screen: 385 px at 0.78 em, ~418 px of the desktop
+#: font), less a margin; there, row labels wrap at about 10 characters and headers at
+#: their words (``cflib.css``)
+NARROW_PX = 420
+NARROW_LABEL_CHARS = 10
 
 
 def fmt(v, digits: int = 3, count: bool = True) -> str:
@@ -73,15 +78,18 @@ def _is_count(values) -> bool:
 
 
 def _header(title: str, arrows: dict) -> str:
-    arrow = arrows.get(title, "")
+    # "FID (FeatureNet)", "KID (x1e3, FeatureNet)": the metric's arrow
+    arrow = arrows.get(title) or arrows.get(title.split(" (")[0], "")
     return f"{title} {arrow}".strip()
 
 
 class Page:
-    """An HTML fragment a notebook shows as its output (``_repr_html_``)."""
+    """An HTML fragment a notebook shows as its output (``_repr_html_``); ``plain``, the
+    part its text form shows (the body without its phone-only copy), if not all of it."""
 
-    def __init__(self, body: str):
+    def __init__(self, body: str, plain: str | None = None):
         self.body = body
+        self.plain = body if plain is None else plain
 
     def _repr_html_(self) -> str:
         return self.body
@@ -94,7 +102,7 @@ class Page:
         that the same page prints the same way in every run."""
         import re
 
-        text = re.sub(r"<br\s*/?>|</(?:tr|li|p|caption)>", "\n", self.body)
+        text = re.sub(r"<br\s*/?>|</(?:tr|li|p|caption|summary)>", "\n", self.plain)
         text = html.unescape(re.sub(r"<[^>]+>", " ", text))
         lines = [" ".join(line.split()) for line in text.split("\n")]
         return "\n".join(line for line in lines if line)
@@ -166,7 +174,19 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
         raise TypeError(f"page_table takes a DataFrame, got {type(table).__name__}")
     name = table.index.name or ""
     labels = [" / ".join(map(str, r)) if isinstance(r, tuple) else str(r) for r in rows]
-    chunks = _chunks(cols, [name, *labels], width)
+    wide = _chunks(cols, [name, *labels], width)
+    narrow = _chunks(cols, [name, *labels], min(width, NARROW_PX), narrow=True)
+    desktop = _tables(cols, name, labels, wide, caption)
+    if narrow == wide:
+        return Page(desktop)
+    # a phone gets the same cells in narrower tables; the page shows one or the other
+    phone = _tables(cols, name, labels, narrow, caption)
+    return Page(f'<div class="cflib-wide">{desktop}</div>'
+                f'<div class="cflib-narrow">{phone}</div>', plain=desktop)
+
+
+def _tables(cols: dict[str, list[str]], name: str, labels: list[str], chunks,
+            caption: str | None) -> str:
     out = []
     for k, chunk in enumerate(chunks):
         head = "".join(f"<th>{html.escape(h)}</th>" for h in chunk)
@@ -181,7 +201,7 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
         out.append(f'<div class="cflib-scroll"><table class="cflib-table">{cap}<thead><tr>'
                    f"<th>{html.escape(name)}</th>{head}</tr></thead><tbody>{''.join(body)}"
                    "</tbody></table></div>")
-    return Page("".join(out))
+    return "".join(out)
 
 
 def _text_width(cell: str, char_px: float = CHAR_PX) -> float:
@@ -192,16 +212,17 @@ def _text_width(cell: str, char_px: float = CHAR_PX) -> float:
     return max((len(html.unescape(x)) for x in lines.split("\n")), default=0) * char_px + 22
 
 
-def _chunks(cols: dict[str, list[str]], labels: list[str], width: int) -> list[list[str]]:
+def _chunks(cols: dict[str, list[str]], labels: list[str], width: int,
+            narrow: bool = False) -> list[list[str]]:
     """Split the columns into tables that each fit ``width`` px beside the label column
-    (a text column counts as 16 em)."""
+    (a text column counts as 16 em).  ``narrow``: the phone's tables, whose row labels
+    wrap at :data:`NARROW_LABEL_CHARS` characters and headers at their words."""
     label_w = max(_text_width(html.escape(x), BOLD_CHAR_PX) for x in labels)
+    if narrow:
+        label_w = min(label_w, NARROW_LABEL_CHARS * BOLD_CHAR_PX + 22)
     out, cur, used = [], [], label_w
     for h, cells in cols.items():
-        if any(c.startswith('<span class="text">') for c in cells):
-            w = 16 * 13.6 + 22
-        else:
-            w = max([_text_width(html.escape(h), BOLD_CHAR_PX)] + [_text_width(c) for c in cells])
+        w = _column_width(h, cells, narrow)             # headers wrap at their words
         if cur and used + w > width:
             out.append(cur)
             cur, used = [], label_w
@@ -209,7 +230,82 @@ def _chunks(cols: dict[str, list[str]], labels: list[str], width: int) -> list[l
         used += w
     if cur or not out:
         out.append(cur)
-    return out
+    return _balanced(out, cols, label_w, width, narrow)
+
+
+def _column_width(h: str, cells: list[str], narrow: bool) -> float:
+    if any(c.startswith('<span class="text">') for c in cells):
+        return (10 if narrow else 16) * 13.6 + 22
+    head = max(h.split(), key=len, default="")
+    return max([_text_width(html.escape(head), BOLD_CHAR_PX)] + [_text_width(c) for c in cells])
+
+
+def _balanced(chunks: list[list[str]], cols, label_w: float, width: int,
+              narrow: bool) -> list[list[str]]:
+    """The same number of tables with the columns spread evenly (no last table of one
+    column), where they still fit ``width``."""
+    names = [h for c in chunks for h in c]
+    k = len(chunks)
+    if k < 2:
+        return chunks
+    per = -(-len(names) // k)
+    even = [names[i:i + per] for i in range(0, len(names), per)]
+    fits = all(label_w + sum(_column_width(h, cols[h], narrow) for h in c) <= width
+               for c in even)
+    return even if fits and len(even) == k else chunks
+
+
+def figure_html(fig, alt: str = "") -> str:
+    """A matplotlib figure as an ``<img>`` with its PNG inline (base64), at the book's
+    resolution; the figure is closed, so a notebook does not show it a second time."""
+    import base64
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from cflib.book.report.figures import DPI
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode()
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+
+
+def _markdown(text: str) -> str:
+    from markdown_it import MarkdownIt  # myst's parser: the book's extra
+
+    return MarkdownIt("commonmark", {"typographer": False}).enable("table").render(text)
+
+
+def fold(summary: str, *items, note: str | None = None) -> Page:
+    """Evidence one click away: ``items`` in a folded section (``<details>``) whose title
+    is ``summary``.  An item is a :class:`Page`, a report table (a DataFrame, shown as
+    :func:`page_table`), a styled table (its HTML), a matplotlib figure (inline PNG; the
+    figure is closed) or Markdown text; ``note``, Markdown shown first.  ``None`` items
+    are skipped."""
+    import matplotlib.figure
+    from pandas.io.formats.style import Styler
+
+    parts = [_markdown(note)] if note else []
+    for item in items:
+        if item is None:
+            continue
+        if isinstance(item, Page):
+            parts.append(item.body)
+        elif isinstance(item, pd.DataFrame):
+            parts.append(page_table(item).body)
+        elif isinstance(item, Styler):
+            parts.append(f'<div class="cflib-scroll">{item.to_html()}</div>')
+        elif isinstance(item, matplotlib.figure.Figure):
+            parts.append(f"<p>{figure_html(item, summary)}</p>")
+        elif isinstance(item, str):
+            parts.append(_markdown(item))
+        else:
+            raise TypeError(f"fold cannot show a {type(item).__name__}")
+    body = "".join(parts)
+    return Page(f'<details class="cflib-fold"><summary>{html.escape(summary)}</summary>'
+                f"{body}</details>")
 
 
 _MARK = {"holds": ("✓", "holds"), "fails": ("✗", "fails"), "not tested": ("–", "not tested")}
@@ -252,7 +348,8 @@ def verdicts(checks: pd.DataFrame, by: list[str] | None = None, digits: int = 3)
             if not pd.isna(r.get("ci_low", np.nan)):
                 ci = (f"; difference {fmt(r['difference'], digits)}, 95 % interval "
                       f"[{fmt(r['ci_low'], 2)}, {fmt(r['ci_high'], 2)}]")
-            why = f"; {html.escape(str(r['why']))}" if r.get("why") else ""
+            why = r.get("why")
+            why = f"; {html.escape(str(why))}" if isinstance(why, str) and why else ""
             scope = " · ".join(f"{k} {r[k]}" for k in by)
             lines.append(
                 f'<li class="{r["verdict"].replace(" ", "-")}"><b>{mark} {word}</b> '
@@ -263,11 +360,22 @@ def verdicts(checks: pd.DataFrame, by: list[str] | None = None, digits: int = 3)
     head = (f"<p>{n.get('holds', 0)} hold, {n.get('fails', 0)} fail, "
             f"{n.get('not tested', 0)} not tested.</p>" if n else "")
     full = checks.drop(columns=[c for c in ("_o",) if c in checks.columns])
-    table = full.to_html(index=False, float_format=lambda v: fmt(v, digits), border=0,
-                         classes="cflib-table")
-    return Page(f'{head}<ul class="cflib-verdicts">{"".join(lines)}</ul>'
-                f"<details><summary>The full table</summary><div class=\"cflib-scroll\">"
-                f"{table}</div></details>")
+    if "expectation" in full.columns:
+        full = full.set_index("expectation")
+    # formatted as every page table: '–' for a missing value, yes / no, fixed digits
+    table = page_table(full.astype(object).where(full.notna(), None), digits)
+    # what fails or was not tested is shown; what holds (in every seed) is one click away
+    shown = [x for x in lines if not x.startswith('<li class="holds"')]
+    held = [x for x in lines if x.startswith('<li class="holds"')]
+    listed = f'<ul class="cflib-verdicts">{"".join(shown)}</ul>' if shown else ""
+    if held:
+        listed += (f'<details class="cflib-fold"><summary>✓ {len(held)} '
+                   f'{"holds" if len(held) == 1 else "hold"}'
+                   f'{" in every seed" if "holds_in" in checks.columns else ""}: the list'
+                   f'</summary><ul class="cflib-verdicts">{"".join(held)}</ul></details>')
+    return Page(f"{head}{listed}"
+                f"<details><summary>The full table</summary>{table.body}</details>",
+                plain=f"{head}{listed}")
 
 
-__all__ = ["Page", "fmt", "page_table", "verdicts"]
+__all__ = ["Page", "figure_html", "fmt", "fold", "page_table", "verdicts"]

@@ -71,6 +71,17 @@ def _img(ax, img, cmap="gray", vmin=-1, vmax=1):
     ax.set_yticks([])
 
 
+def _titled_layout(fig, title: str | None, room: float = 0.45) -> None:
+    """Lay a grid out tightly, with ``room`` inches above the axes (and their own titles)
+    for the figure's title, so that the title never overlaps an image."""
+    if not title:
+        fig.tight_layout(pad=0.3, w_pad=0.1, h_pad=0.2)
+        return
+    fig.suptitle(title, y=1 - 0.08 / fig.get_figheight(), va="top")
+    fig.tight_layout(pad=0.3, w_pad=0.1, h_pad=0.2,
+                     rect=(0, 0, 1, 1 - room / fig.get_figheight()))
+
+
 def plot_cf_grid(counterfactuals: dict, pair: str, methods, n: int = 4, with_diff: bool = True,
                  title: str | None = None):
     """Rows: the query, then each method; columns: ``n`` fixed query images, each with the
@@ -108,9 +119,7 @@ def plot_cf_grid(counterfactuals: dict, pair: str, methods, n: int = 4, with_dif
     if with_diff:
         for c in range(n):
             axes[1, per * c + 1].set_title("change", fontsize=10)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout(pad=0.3, w_pad=0.1, h_pad=0.2)
+    _titled_layout(fig, title)
     return fig
 
 
@@ -176,9 +185,7 @@ def plot_bayes_grid(cfs: dict, methods, n: int = 6, repeat: int = 0, title: str 
                 _frame(ax)
     for r, label in enumerate(["query", *methods]):
         axes[r, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=11)
-    if title:
-        fig.suptitle(title)
-    fig.tight_layout(pad=0.3, w_pad=0.1, h_pad=0.2)
+    _titled_layout(fig, title)
     return fig
 
 

@@ -17,12 +17,27 @@ from cflib.bench.results import CLASSIFIER, MEAN_OVER_PAIRS
 from cflib.bench.tables.quant import QUANT_ROWS
 from cflib.metrics.spec import get_spec
 
+#: metrics this book measures in another feature space than the papers' (InceptionV3
+#: weights cannot be downloaded where the book is built; ours: the 128-d layer of
+#: ``cflib.models.FeatureNet``): their headers name it, and the papers' values are never
+#: printed beside ours (the ranking table compares ranks)
+OWN_FEATURE_SPACE = ("FID", "KID")
+
 
 def _title(metric: str) -> str:
     try:
-        return get_spec(metric).title
+        title = get_spec(metric).title
     except ValueError:
         return metric
+    if metric in OWN_FEATURE_SPACE:
+        title = (title[:-1] + ", FeatureNet)" if title.endswith(")")
+                 else title + " (FeatureNet)")
+    return title
+
+
+def _paper_shown(metric: str) -> bool:
+    """May the papers' value of ``metric`` sit beside ours?"""
+    return metric not in OWN_FEATURE_SPACE
 
 
 def _scale(metric: str) -> float:
@@ -57,7 +72,8 @@ def comparison_table(results: pd.DataFrame, table: str, dataset: str, pair: str 
     for m in metrics:
         f, title = _scale(m), _title(m)
         cols[(title, "ours")] = ours.reindex(methods)[m] * f if m in ours else np.nan
-        cols[(title, "paper")] = (paper.reindex(methods)[m] * f if m in paper.columns
+        cols[(title, "paper")] = (paper.reindex(methods)[m] * f
+                                  if m in paper.columns and _paper_shown(m)
                                   else pd.Series(np.nan, index=methods))
     out = pd.DataFrame(cols, index=methods)
     out.columns = pd.MultiIndex.from_tuples(out.columns)
@@ -199,11 +215,12 @@ def confounded_table(results: pd.DataFrame, ratio: float | None = None, methods=
     return style(t).map(shade)
 
 
-def tuning_table(evidence: pd.DataFrame) -> pd.DataFrame:
+def tuning_table(evidence: pd.DataFrame, index=("dataset", "pair", "candidate")) -> pd.DataFrame:
     """The evidence of a choice made on validation data (``cflib.tuning``): one row per
-    (dataset, pair, candidate), one column per metric."""
-    return evidence.pivot_table(index=["dataset", "pair", "candidate"], columns="metric",
-                                values="value", sort=False)
+    ``index`` (dataset, pair, candidate; a page that shows one dataset names fewer, so
+    that the row labels stay short and the table one table), one column per metric."""
+    return evidence.pivot_table(index=list(index), columns="metric", values="value",
+                                sort=False)
 
 
 def profile_table(profile, groups) -> pd.DataFrame:
@@ -396,7 +413,8 @@ def spread_table(merged: pd.DataFrame, table: str, dataset: str, metrics, method
         f, title = _scale(m), _title(m)
         cols[(title, "mean")] = [float(mean.get((k, m), np.nan)) * f for k in methods]
         cols[(title, "± sd")] = [float(sd.get((k, m), np.nan)) * f for k in methods]
-        cols[(title, "paper")] = [float(paper.get((k, m), np.nan)) * f for k in methods]
+        cols[(title, "paper")] = [float(paper.get((k, m), np.nan)) * f if _paper_shown(m)
+                                  else np.nan for k in methods]
     out = pd.DataFrame(cols, index=methods)
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     out.index.name = f"method (n = {int(d['n'].max())} seeds)" if len(d) else "method"

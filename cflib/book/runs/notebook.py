@@ -7,6 +7,10 @@ from cflib.book.chapters import Chapter
 from cflib.book.report.discussion import discussion_text
 
 MARKER = "<!-- discussion -->"
+#: where a chapter shows its discussion's opening, "what this shows", near its top; the
+#: template marks the end of that opening with SUMMARY_END (a chapter without the
+#: SUMMARY marker shows the whole discussion at MARKER)
+SUMMARY, SUMMARY_END = "<!-- summary -->", "<!-- summary ends -->"
 
 #: the last cell of every run: which cflib modules, data files and results files the
 #: kernel used
@@ -47,8 +51,14 @@ def fill_discussion(nb, chapter: Chapter, results_dir) -> None:
     if not cells:
         return
     text = discussion_text(chapter.name, results_dir) if discussion_template(chapter) else ""
+    summary, _, rest = text.rpartition(SUMMARY_END)
+    tops = [c for c in nb.cells if c.cell_type == "markdown" and SUMMARY in c.source]
+    if not tops:
+        summary, rest = "", summary + rest
+    for cell in tops:
+        cell.source = cell.source.replace(SUMMARY, summary.strip())
     for cell in cells:
-        cell.source = cell.source.replace(MARKER, text)
+        cell.source = cell.source.replace(MARKER, rest.strip())
 
 
 #: a chapter is compute, then presentation: code cells tagged ``compute`` run the
