@@ -37,3 +37,18 @@ def test_a_method_without_a_setting_is_refused_before_any_measurement(throughput
     monkeypatch.delitem(throughput.SETTING, "C3LT (inverted)")
     with pytest.raises(SystemExit, match="no benchmark setting"):
         throughput.main(["--methods", "C3LT", "C3LT (inverted)"])
+
+
+def test_the_peak_is_the_best_median_of_matmuls_and_convolutions(throughput, monkeypatch):
+    """The peak is the highest *median* rate among the dense kernels (a convolution where
+    it beats the matrix products, as on an AMD EPYC), never the copy, never a best."""
+    import torch
+
+    medians = iter([80e9, 84e9, 120e9, 135e9, 110e9, 45e9])   # 2 matmuls, 3 convs, copy
+    monkeypatch.setattr(throughput, "_rates",
+                        lambda fn, dev, repeats, work: (1e15, next(medians)))
+    rows = throughput.measure_peak(torch.device("cpu"), 1, repeats=1)
+    top = [r for r in rows if r["peak"]]
+    assert len(top) == 1 and top[0]["family"] == "conv2d" and top[0]["rate"] == 135e9
+    peak, bandwidth, kernel = throughput.peak_of(throughput.pd.DataFrame(rows), 1)
+    assert (peak, bandwidth) == (135e9, 45e9) and kernel.startswith("conv2d 128x128")
