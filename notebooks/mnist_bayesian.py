@@ -63,17 +63,14 @@ run = bayes.BayesRun.load(p.results_dir, p.results_name)
 rows = [*bayes.BAYES_REFERENCES, *methods]
 summary = bayes.summarise(run.results)
 
-
-def setting_title(s: str) -> str:
-    return s.replace("_", " ").replace("bnn", "BNN").replace("mc", "MC")
-
-
-display(Markdown(f"Mean ± sd over {prof.bayes.repeats} repeats of {prof.bayes.n_images} "
+title = {s: s.replace("_", " ").replace("bnn", "BNN").replace("mc", "MC") for s in settings}
+repeats = f"{prof.bayes.repeats} repeat{'s' if prof.bayes.repeats != 1 else ''}"
+display(Markdown(f"Mean ± sd over {repeats} of {prof.bayes.n_images} "
                  "random test images (the same trained classifier); the paper's IM1 in grey "
                  "beneath ours (its other columns were not retrievable).  ↓ lower is better, "
                  "↑ higher."))
 for s in settings:
-    display(Markdown(f"**{setting_title(s)}**"))
+    display(Markdown(f"**{title[s]}**"))
     display(report.page_table(report.bayes_table(run.results, s, methods=rows)))
 
 # %% [markdown]
@@ -87,12 +84,12 @@ for s in settings:
 # row each); a red frame marks one whose posterior-mean decision is not the target.
 
 # %%
-grids = [report.plot_bayes_grid(run.counterfactuals[s], rows, n=6, title=setting_title(s))
+grids = [report.plot_bayes_grid(run.counterfactuals[s], rows, n=6, title=title[s])
          for s in settings]
 display(grids[0])
 plt.close(grids[0])
 if len(grids) > 1:
-    display(report.fold("The same queries under the " + ", ".join(map(setting_title, settings[1:])),
+    display(report.fold("The same queries under the " + ", ".join((title[s] for s in settings[1:])),
                         *grids[1:]))
 
 # %% [markdown]
@@ -141,10 +138,10 @@ report.fold(
     "How to read these tables: the metrics and this run",
     report.metrics_table(bayes.BAYES_METRICS),
     note=(f"**This run:** profile `{prof.name}`, device `{p.device}`, training seed "
-          f"{seeds.train}, data seed {seeds.data}, {prof.bayes.repeats} repeats of "
+          f"{seeds.train}, data seed {seeds.data}, {repeats} of "
           f"{prof.bayes.n_images} random test images, classifiers trained "
           f"{prof.bayes.epochs} epochs.  Posterior-mean test accuracy: "
-          + ", ".join(f"**{setting_title(s)} {v:.2%}**" for s, v in run.accuracy.items())
+          + ", ".join(f"**{title.get(s, s)} {v:.2%}**" for s, v in run.accuracy.items())
           + f".  This page's numbers are in `{p.results_name}.csv`, the validity curves in "
           f"`{p.results_name}_curves.csv`.  Re-run it with `make chapter NB=mnist_bayesian "
           "PROFILE=paper DEVICE=cuda`."))
@@ -154,7 +151,7 @@ report.fold(
     "How close our ranking is to the paper's (Kendall's τ on IM1)",
     *[report.page_table(report.ranking_agreement(
         summary[summary["model"] == s].rename(columns={"mean": "value"}), "bayes", "mnist",
-        ["IM1"], model=s), caption=setting_title(s)) for s in settings],
+        ["IM1"], model=s), caption=title[s]) for s in settings],
     note=("Kendall's τ between our ordering of the methods by mean IM1 and the paper's, per "
           "setting (the paper's IM1 is known for five methods with MC dropout, three with "
           "the BNN)."))

@@ -256,17 +256,15 @@ def _balanced(chunks: list[list[str]], cols, label_w: float, width: int,
 
 
 def figure_html(fig, alt: str = "") -> str:
-    """A matplotlib figure as an ``<img>`` with its PNG inline (base64), at the book's
-    resolution; the figure is closed, so a notebook does not show it a second time."""
+    """A matplotlib figure as an ``<img>`` with its PNG inline (base64), at the figure's
+    own resolution (the book's figures are drawn at ``figures.DPI``); the figure is closed, so a notebook does not show it a second time."""
     import base64
     import io
 
     import matplotlib.pyplot as plt
 
-    from cflib.book.report.figures import DPI
-
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=fig.dpi, bbox_inches="tight")   # as drawn
     plt.close(fig)
     data = base64.b64encode(buf.getvalue()).decode()
     return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
