@@ -191,7 +191,8 @@ report.fold(
     report.confounded_table(run.results, methods=run.methods),
     note=("A counterfactual should change the query a little.  Each method's proximity "
           "divided by `Original Data`'s on the same pair (a different real image of the "
-          "target class): a shaded cell, at 0.8 or more, marks a method that moves the "
+          f"target class): a shaded cell, at {report.fmt(c3lt.CONFOUNDED_RATIO, 2)} or more, marks a "
+          "method that moves the "
           "query about as far as redrawing it as another image of the target would.  Its "
           "realism scores (IM1, IM2, FID, KID) are then confounded: they reward the "
           "redraw."))
@@ -221,7 +222,7 @@ report.fold(
     "every training image, the public code's learning-rate halvings, more epochs, an "
     "encoder fine-tuned per pair) or adding test-time inversion; proximity, the mapping's "
     "own change, validity, updates and training seconds.",
-    report.tuning_table(c3_tuning[c3_tuning["dataset"] == dataset], index=("candidate",)),
+    report.tuning_table(c3_tuning, dataset, index=("candidate",)),
     note=("C3LT's counterfactual is a *new* image G(g(E(x))); `C3LT (reconstruction)` "
           "scores G(E(x)), the same pipeline without the mapping g, so its proximity is the "
           "part of C3LT's change that the encoder and generator make on their own.  "
@@ -239,7 +240,8 @@ report.fold(
     "CEM: budget and κ",
     report.pair_table(cem, ["Validity", "Proximity", "IM1", "Seconds_per_CF"]),
     note=("CEM at this profile's budget, at the paper's (1000 iterations × 10 rounds of the "
-          "search over c, on the first 20 queries of each pair), and with κ = 0 (no "
+          f"search over c, on the first {prof.c3lt.cem_paper_queries} queries of each pair), "
+          "and with κ = 0 (no "
           "confidence margin on the hinge): whether validity and proximity move towards "
           "the paper's values with the budget."))
 
@@ -274,7 +276,7 @@ im_tuning = results.read_table(tuning.TUNING_DIR / "im_autoencoder.csv")
 auc = im_tuning[im_tuning["metric"] == "AUC"].groupby("candidate")["value"].mean()
 report.fold(
     f"The class autoencoders of IM1 and IM2: {zoo.IM_CLASS_AE}",
-    report.tuning_table(im_tuning[im_tuning["dataset"] == dataset], index=("pair", "candidate")),
+    report.tuning_table(im_tuning, dataset),
     note=("For each candidate architecture, the two class autoencoders of the validation "
           "pair are trained as this chapter trains its own (early stopping on a held-out "
           "tenth of the class's training images); on that held-out tenth, IM1 is computed "
@@ -290,7 +292,7 @@ choice = tuning.EXPGAN_CHOICE[dataset]
 weights = ", ".join(f"{k} {v:g}" for k, v in (tuning.EXPGAN_CANDIDATES[choice] or {}).items())
 report.fold(
     f"ExpGAN's loss weights: {choice}",
-    report.tuning_table(eg_tuning[eg_tuning["dataset"] == dataset], index=("pair", "candidate")),
+    report.tuning_table(eg_tuning, dataset),
     note=("The paper gives none.  Each candidate is trained on the training images of each "
           "of the table's pairs, less a held-out tenth of the query class, at this "
           "profile's sizes, and scored on that held-out tenth (no test image is used); the "

@@ -215,10 +215,16 @@ def confounded_table(results: pd.DataFrame, ratio: float | None = None, methods=
     return style(t).map(shade)
 
 
-def tuning_table(evidence: pd.DataFrame, index=("dataset", "pair", "candidate")) -> pd.DataFrame:
+def tuning_table(evidence: pd.DataFrame, dataset: str | None = None,
+                 index=None) -> pd.DataFrame:
     """The evidence of a choice made on validation data (``cflib.tuning``): one row per
-    ``index`` (dataset, pair, candidate; a page that shows one dataset names fewer, so
-    that the row labels stay short and the table one table), one column per metric."""
+    (dataset, pair, candidate), one column per metric.  With ``dataset``, that dataset's
+    rows only, labelled by (pair, candidate), so that the labels stay short and the table
+    one table; ``index`` names the row levels where fewer are needed (one pair)."""
+    if dataset is not None:
+        evidence = evidence[evidence["dataset"] == dataset]
+    index = index or (("pair", "candidate") if dataset is not None
+                      else ("dataset", "pair", "candidate"))
     return evidence.pivot_table(index=list(index), columns="metric", values="value",
                                 sort=False)
 
