@@ -47,10 +47,12 @@ sweep: $(VENV)/.installed
 		--device $(DEVICE)
 
 # throughput of every explainer, batched and alone, against the measured peak
-#   -> results/performance.csv (results/performance-cuda.csv with DEVICE=cuda)
+#   -> results/performance.csv (results/performance-cuda.csv with DEVICE=cuda), and on the
+#   CPU where the time goes, operator by operator -> results/performance_ops.csv
 benchmark: $(VENV)/.installed
 	$(PY) benchmarks/throughput.py --device $(DEVICE) \
 		$(if $(filter cuda,$(DEVICE)),--out results/performance-cuda.csv)
+	$(if $(filter cuda,$(DEVICE)),,$(PY) benchmarks/throughput.py --ops-only)
 
 # on a machine with a GPU (about 15 minutes): the device tests, a smoke chapter and the
 # benchmark on CUDA -> results/performance-cuda.csv

@@ -3,6 +3,7 @@ measured peak (a roofline), and the passes per-sample stopping saves.
 
     .venv/bin/python benchmarks/throughput.py [--device cpu|cuda] [--images 128]
         [--batch-sizes 8 32 128] [--threads 2] [--out results/performance.csv]
+    .venv/bin/python benchmarks/throughput.py --ops-only     # the operator profile alone
     make benchmark [DEVICE=cuda]
 
 For each method of the catalog (``cflib.bench.catalog.build`` at the ``smoke`` profile:
@@ -30,9 +31,13 @@ achieved rate is reported as ``fraction_of_peak`` (never above 1 when the peak i
 true peak) and against the roofline ``min(peak, intensity x bandwidth)``; a method whose
 intensity lies below ``peak / bandwidth`` is memory-bound.
 
-Results go to ``results/performance.csv`` (one row per method, mode and batch size) and
-``results/performance_machine.csv`` (the peak measurements), which the book's
-performance page reads.
+Results go to ``results/performance.csv`` (one row per method, mode and batch size),
+``results/performance_machine.csv`` (the peak measurements) and
+``results/performance_loops.csv`` (the chapters' loops), which the book's performance
+page reads.  ``--ops-only`` writes ``results/performance_ops.csv`` instead: where the
+time of each loop and each batched search goes, operator by operator
+(``torch.profiler``'s self time, grouped into convolutions, matrix products, pooling,
+normalisation, the other operators, and the time outside any operator).
 """
 from __future__ import annotations
 
@@ -315,6 +320,82 @@ def measure_loops(threads: int, repeats: int = 2, names=None) -> list[dict]:
     return rows
 
 
+# -- where the time goes: an operator profile ------------------------------------------------
+#: operator families of the profile, matched in order on the aten operator's name
+OP_FAMILIES = (("convolution", ("conv",)),
+               ("matrix product", ("addmm", "mm", "bmm", "matmul", "linear")),
+               ("pooling", ("pool",)),
+               ("normalisation", ("batch_norm", "layer_norm")))
+
+
+def op_family(name: str) -> str:
+    """The family of an operator of the profile (``aten::mkldnn_convolution``:
+    convolution); ``elementwise and other`` for the rest (activations, reductions,
+    copies, optimiser arithmetic, allocation)."""
+    op = name.split("::")[-1]
+    for family, keys in OP_FAMILIES:
+        if any(k in op for k in keys):
+            return family
+    return "elementwise and other"
+
+
+def op_profile(subject: str, kind: str, fn, threads: int) -> list[dict]:
+    """``fn`` once as a warm-up, then once under ``torch.profiler`` at ``threads``
+    threads: one row per operator with its self time (children excluded, so the rows
+    add up to the time spent inside operators), its calls, and the call's wall time;
+    ``outside operators`` is the rest of the wall time (Python, autograd's bookkeeping,
+    the profiler's own cost per call)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        fn()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            t0 = time.perf_counter()
+            fn()
+            wall = time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(before)
+    base = {"subject": subject, "kind": kind, "threads": threads, "wall_seconds": wall}
+    rows = [{**base, "operator": e.key, "family": op_family(e.key),
+             "self_seconds": e.self_cpu_time_total / 1e6, "calls": e.count}
+            for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    inside = sum(r["self_seconds"] for r in rows)
+    rows.append({**base, "operator": "outside operators", "family": "outside operators",
+                 "self_seconds": max(wall - inside, 0.0), "calls": 0})
+    top = max(rows, key=lambda r: r["self_seconds"])
+    print(f"{subject:<32} {wall:7.2f} s, {sum(r['calls'] for r in rows) / wall:8.0f} "
+          f"operator calls/s; largest: {top['operator']} "
+          f"{100 * top['self_seconds'] / wall:.0f} %", flush=True)
+    return rows
+
+
+def profile_all(methods, loop_threads: int, threads: int, images: int,
+                batch_size: int, device: str) -> pd.DataFrame:
+    """The operator profile of every loop of :data:`LOOPS` (speed paths on, at the
+    chapters' thread count) and of every search of ``methods`` batched at
+    ``batch_size`` (as the benchmark times them)."""
+    from cflib.scopes import fast_paths
+
+    rows = []
+    for name, (make, *_) in LOOPS.items():
+        run = make()
+        with fast_paths(True):
+            rows += op_profile(name, "loop", run, loop_threads)
+    cache = {}
+    for method in [m for m in methods if m in ITERATIVE]:
+        name = SETTING[method]
+        if name not in cache:
+            cache[name] = setting(name, device)
+        clf, xq, target, kw = cache[name]
+        x = xq[:images].to(device)
+        ex = build(method, clf, kw, batch_size)
+        rows += op_profile(method, f"search, batch {batch_size}",
+                           lambda ex=ex, x=x: ex.explain(x, target, seed=0), threads)
+    return pd.DataFrame(rows)
+
+
 # -- the methods --------------------------------------------------------------------------------
 def setting(name: str, device: str):
     """(classifier, queries, target, build data) of a setting, at smoke sizes; the
@@ -387,6 +468,9 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", nargs="+",
                     default=[m for m in catalog.CATALOG if m != "CEM (paper budget)"])
     ap.add_argument("--out", default=str(ROOT / "results" / "performance.csv"))
+    ap.add_argument("--ops-only", action="store_true",
+                    help="only the operator profile of the loops and the searches "
+                         "(performance_ops.csv beside --out), no timings")
     args = ap.parse_args(argv)
     for m in args.methods:
         catalog.get_entry(m)
@@ -401,6 +485,14 @@ def main(argv=None) -> None:
         torch.set_num_threads(threads)
     machine = (f"{platform.machine()}, {cores} cores, torch {torch.__version__}"
                if dev.type == "cpu" else torch.cuda.get_device_name(dev))
+    if args.ops_only:
+        if dev.type != "cpu":
+            raise SystemExit("--ops-only profiles the CPU loops: run it with --device cpu")
+        ops = profile_all(args.methods, args.loop_threads, threads, args.images,
+                          max(args.batch_sizes), args.device).assign(machine=machine)
+        out = write_table(ops, Path(args.out).with_name("performance_ops.csv"))
+        print(f"written {out}")
+        return
     loop_threads = args.loop_threads
     counts = sorted({threads, cores} | ({loop_threads} if dev.type == "cpu" else set()))
     peaks = []

@@ -86,6 +86,28 @@ else:
     display(Markdown("The loops were not timed on this machine (`make benchmark` times them)."))
 
 # %% [markdown]
+# ## Where the time goes
+#
+# A rate far below the peak says that time goes elsewhere than into the large dense
+# operators, not where.  `benchmarks/throughput.py --ops-only` (run by `make benchmark`)
+# profiles each loop above and each search batched at the benchmark's largest batch
+# once with `torch.profiler`, and adds up every operator's own time (its children
+# excluded) by family: convolutions and matrix products (the work the peak measures),
+# pooling, normalisation, the other operators (activations, reductions, copies, the
+# optimiser's arithmetic) and the time outside any operator (Python, autograd's
+# bookkeeping, and the profiler's own cost, a few microseconds per call, so that share
+# is an upper bound).
+
+# %%
+ops = report.read_ops(p.results_dir)
+if ops is not None:
+    report.fold("Operator profile: the share of each loop's and search's time per operator family",
+                report.ops_table(ops))
+else:
+    display(Markdown("The operators were not profiled on this machine "
+                     "(`python benchmarks/throughput.py --ops-only`)."))
+
+# %% [markdown]
 # ## Time per counterfactual against batch size
 #
 # Batch size 1 is the one-at-a-time loop.  Each method keeps its colour and marker on
@@ -150,4 +172,43 @@ if kept is not None and kept.notna().any():
         f"- **Dropping finished queries** saves {report.fmt(100 * saved.min())} % to "
         f"{report.fmt(100 * saved.max())} % of the model passes of the methods that stop "
         f"per query ({', '.join(k.index)}).")
+searching = perf.loc[perf["iterative"].astype(str) == "True", "method"].unique()
+searches = table[table["% of peak batched"].notna() & table.index.isin(searching)]
+low = searches[searches["% of peak batched"] < 35]
+if len(low):
+    line = (f"- **Searches below 35 % of the peak**: {len(low)} of {len(searches)} "
+            f"({', '.join(low.index)}), at "
+            f"{report.fmt(low['% of peak batched'].min())} % to "
+            f"{report.fmt(low['% of peak batched'].max())} %.")
+    if ops is not None:
+        dense = report.dense_share(ops).reindex(low.index).dropna()
+        inside = report.dense_rate(perf, ops).reindex(low.index).dropna()
+        if len(dense) and len(inside):
+            line += (f"  The operator profile shows what bounds them (table above): batched, "
+                     f"they spend {report.fmt(100 * dense.min())} % to "
+                     f"{report.fmt(100 * dense.max())} % of their time in convolutions and "
+                     f"matrix products, the rest in pooling, elementwise operators and outside "
+                     f"any operator; and within their dense operators they run at "
+                     f"{report.fmt(100 * inside.min())} % to {report.fmt(100 * inside.max())} % "
+                     f"of the peak: the small classifiers' convolutions on 28 × 28 images "
+                     f"do not fill the machine as the peak's large kernels do.")
+    lines.append(line)
+if loops_file.exists():
+    lt = report.loops_table(loops)
+    slow = (report.dense_share(ops).reindex(
+        lt.index[lt["speed-up ×"] < 1.5]).dropna() if ops is not None else [])
+    fast = lt[lt["speed-up ×"] >= 1.5]
+    rest = lt.loc[~lt.index.isin(fast.index), "speed-up ×"]
+    lines.append(
+        f"- **The chapters' loops**: the speed paths make {len(fast)} of {len(lt)} loops at "
+        f"least 1.5× faster ({', '.join(fast.index) or 'none'})"
+        + (f"; the others gain {report.fmt(rest.min())}× to {report.fmt(rest.max())}×"
+           if len(rest) else "")
+        + f".  After them the loops run at {report.fmt(lt['% of peak after'].min())} % to "
+        f"{report.fmt(lt['% of peak after'].max())} % of the one-thread peak."
+        + (f"  The profile says why the others gain less: they spend "
+           f"{report.fmt(100 * slow.min())} % to {report.fmt(100 * slow.max())} % of their "
+           f"time inside convolutions and matrix products already, which no speed path "
+           f"shortens (a DCGAN in training computes its batch norms from each batch, so "
+           f"they cannot be folded into its convolutions)." if len(slow) else ""))
 display(Markdown("\n".join(lines)))

@@ -52,3 +52,36 @@ def test_the_peak_is_the_best_median_of_matmuls_and_convolutions(throughput, mon
     assert len(top) == 1 and top[0]["family"] == "conv2d" and top[0]["rate"] == 135e9
     peak, bandwidth, kernel = throughput.peak_of(throughput.pd.DataFrame(rows), 1)
     assert (peak, bandwidth) == (135e9, 45e9) and kernel.startswith("conv2d 128x128")
+
+
+def test_operator_families_of_the_profile(throughput):
+    assert throughput.op_family("aten::mkldnn_convolution") == "convolution"
+    assert throughput.op_family("aten::convolution_backward") == "convolution"
+    assert throughput.op_family("aten::addmm") == "matrix product"
+    assert throughput.op_family("aten::max_pool2d_with_indices") == "pooling"
+    assert throughput.op_family("aten::native_batch_norm") == "normalisation"
+    assert throughput.op_family("aten::add_") == "elementwise and other"
+
+
+def test_the_operator_profile_adds_up_to_the_wall_time(throughput):
+    """Every operator's self time and the time outside operators add up to the profiled
+    call's wall time, and a call made of convolutions spends most of its time in them."""
+    import torch
+    import torch.nn.functional as F
+
+    x, w = torch.randn(16, 8, 32, 32), torch.randn(8, 8, 5, 5)
+    rows = throughput.op_profile("conv", "loop", lambda: [F.conv2d(x, w, padding=2)
+                                                          for _ in range(20)], threads=1)
+    wall = rows[0]["wall_seconds"]
+    assert sum(r["self_seconds"] for r in rows) == pytest.approx(wall, rel=1e-6)
+    conv = sum(r["self_seconds"] for r in rows if r["family"] == "convolution")
+    assert conv > 0.5 * wall
+    assert rows[-1]["operator"] == "outside operators"
+
+
+def test_ops_only_refuses_a_gpu_before_any_measurement(throughput, monkeypatch):
+    monkeypatch.setattr(throughput, "profile_all", lambda *a: pytest.fail("profiled"))
+    monkeypatch.setattr(throughput.torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(throughput.torch.cuda, "get_device_name", lambda *a: "gpu")
+    with pytest.raises(SystemExit, match="--device cpu"):
+        throughput.main(["--ops-only", "--device", "cuda"])

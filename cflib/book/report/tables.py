@@ -229,6 +229,42 @@ def tuning_table(evidence: pd.DataFrame, dataset: str | None = None,
                                 sort=False)
 
 
+#: the evidence files of C3LT's mapping budget on the validation pairs: the committed
+#: curve (``python -m cflib.bench.tuning c3lt_budget``) and the quarter-budget point
+#: (``benchmarks/c3lt_quarter_budget.py``), each with its ``_curves`` file
+BUDGET_EVIDENCE = ("c3lt_budget", "c3lt_budget_quarter")
+
+
+def budget_evidence(dataset: str, tuning_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(scores, training curves) of every budget of C3LT's mapping measured on
+    ``dataset``'s validation pair with the chapters' generator (1 epoch), from the files
+    of :data:`BUDGET_EVIDENCE` that exist, in the order of their budgets."""
+    from pathlib import Path
+
+    from cflib.bench.results import read_table
+    from cflib.bench.tuning import TUNING_DIR
+
+    folder = Path(tuning_dir or TUNING_DIR)
+    scores, curves = [], []
+    for name in BUDGET_EVIDENCE:
+        for part, out in (("", scores), ("_curves", curves)):
+            f = folder / f"{name}{part}.csv"
+            if f.exists():
+                d = read_table(f)
+                d = d[(d["dataset"] == dataset) & (d["dcgan_epochs"].astype(int) == 1)]
+                out.append(d)
+    empty = pd.DataFrame(columns=["dataset", "pair", "candidate", "metric", "value"])
+    sc = pd.concat(scores, ignore_index=True) if scores else empty
+    cu = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
+    if len(sc):
+        frac = sc[sc["metric"] == "Budget_fraction"].groupby("candidate")["value"].mean()
+        order = {c: i for i, c in enumerate(frac.sort_values().index)}
+        sc = sc.sort_values("candidate", key=lambda c: c.map(order), kind="stable")
+        if len(cu):
+            cu = cu.sort_values("candidate", key=lambda c: c.map(order), kind="stable")
+    return sc.reset_index(drop=True), cu.reset_index(drop=True)
+
+
 def profile_table(profile, groups) -> pd.DataFrame:
     """The sizes a profile sets for the groups a chapter uses (``"nets"``, ``"c3lt"``,
     ``"bayes"``, ``"quant"``): one row per size."""
@@ -498,6 +534,66 @@ def loops_table(loops: pd.DataFrame) -> pd.DataFrame:
                       "max |difference|": a["max_abs_diff"]}
     out = pd.DataFrame.from_dict(rows, orient="index").rename_axis("loop")
     return out.dropna(axis=1, how="all")
+
+
+#: the columns of :func:`ops_table`, in order: the operator families of the benchmark's
+#: profile (``benchmarks/throughput.py``, ``op_family``) and the time outside operators
+OPS_FAMILIES = ("convolution", "matrix product", "pooling", "normalisation",
+                "elementwise and other", "outside operators")
+
+
+def ops_table(ops: pd.DataFrame) -> pd.DataFrame:
+    """Where the time of each loop and batched search goes (``performance_ops.csv``):
+    the share of the profiled call's wall time per operator family, the operator calls
+    per second, the mean time per call, and the single largest operator."""
+    rows = {}
+    for subject, d in ops.groupby("subject", sort=False):
+        wall = float(d["wall_seconds"].iloc[0])
+        fam = d.groupby("family")["self_seconds"].sum()
+        inside = d[d["family"] != "outside operators"]
+        top = inside.loc[inside["self_seconds"].idxmax()]
+        calls = float(inside["calls"].sum())
+        rows[subject] = {
+            "what": d["kind"].iloc[0],
+            **{f"% {k}": 100 * float(fam.get(k, 0.0)) / wall for k in OPS_FAMILIES},
+            "operator calls/s": calls / wall,
+            "µs per call": 1e6 * float(inside["self_seconds"].sum()) / calls,
+            "largest operator": f"{top['operator'].split('::')[-1]} "
+                                f"({100 * top['self_seconds'] / wall:.0f} %)"}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("loop or search")
+
+
+def read_ops(results_dir) -> pd.DataFrame | None:
+    """The benchmark's operator profile: ``performance_ops.csv`` of ``results_dir``, else
+    the book's (``results/``, as the tuning evidence is read); None when neither exists."""
+    from pathlib import Path
+
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.bench.results import read_table
+
+    for folder in (Path(results_dir), PROJECT_ROOT / "results"):
+        f = folder / "performance_ops.csv"
+        if f.exists():
+            return read_table(f)
+    return None
+
+
+def dense_share(ops: pd.DataFrame) -> pd.Series:
+    """Per subject of :func:`ops_table`: the share (0-1) of its wall time inside
+    convolutions and matrix products, the operators that run near the peak."""
+    t = ops_table(ops)
+    return (t["% convolution"] + t["% matrix product"]) / 100
+
+
+def dense_rate(perf: pd.DataFrame, ops: pd.DataFrame) -> pd.Series:
+    """Per batched search of both files: its FLOP rate (``performance.csv``, at the batch
+    the profile ran, the largest) as a share of the peak *within* its time in
+    convolutions and matrix products: the rate of those operators themselves (the
+    benchmark counts only their FLOPs)."""
+    share = dense_share(ops)
+    b = perf[(perf["mode"] == "batched") & (perf["batch_size"] == perf["batch_size"].max())]
+    frac = b.set_index("method")["fraction_of_peak"]
+    return (frac.reindex(share.index) / share).dropna()
 
 
 def timing_beside_papers(results: dict, dataset_results: str = "mnist") -> pd.DataFrame:
