@@ -235,6 +235,21 @@ report.fold(
           "code's schedule scaled to this profile's epochs."))
 
 # %%
+budget, budget_curves = report.budget_evidence(dataset)
+if len(budget):
+    display(report.fold(
+        "C3LT: the mapping's budget against the public code's optimisation",
+        report.tuning_table(budget, dataset, index=("candidate",)),
+        report.plot_c3lt_budget_curves(budget_curves, budget) if len(budget_curves) else None,
+        note=("On the validation pair, C3LT's mapping trained as this chapter trains it "
+              "(its DCGAN and encoder, every training image of the pair, batch 32, the "
+              "learning rate held for the first eighth of the updates and then halved every "
+              "eighth: the public schedule's shape) for more and more epochs, scored on 100 "
+              "test images of the pair's query class.  `Budget_fraction` is the share of the "
+              "public code's sum of learning rate × updates the mapping received; the curve "
+              "is the raw L1 proximity and the train validity of each update's batch.")))
+
+# %%
 cem = run.results[run.results["method"].str.startswith("CEM")]
 report.fold(
     "CEM: budget and κ",

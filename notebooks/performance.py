@@ -81,7 +81,7 @@ if loops_file.exists():
     loops = results.read_table(loops_file)
     display(Markdown(f"At one thread the peak is **{report.fmt(loops['peak_flops_per_s'].iloc[0] / 1e9)} "
                      f"GFLOP/s** ({loops['peak_kernel'].iloc[0]}, the median of its repeats)."))
-    report.page_table(report.loops_table(loops))
+    display(report.page_table(report.loops_table(loops)))
 else:
     display(Markdown("The loops were not timed on this machine (`make benchmark` times them)."))
 
@@ -101,8 +101,8 @@ else:
 # %%
 ops = report.read_ops(p.results_dir)
 if ops is not None:
-    report.fold("Operator profile: the share of each loop's and search's time per operator family",
-                report.ops_table(ops))
+    display(report.fold("Operator profile: the share of each loop's and search's time per "
+                        "operator family", report.ops_table(ops)))
 else:
     display(Markdown("The operators were not profiled on this machine "
                      "(`python benchmarks/throughput.py --ops-only`)."))

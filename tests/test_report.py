@@ -479,3 +479,58 @@ def test_a_chapter_opens_with_its_discussions_summary(chapter):
     one = notebook("## Discussion\n\n" + MARKER)
     fill_discussion(one, get_chapter(chapter), results)
     assert "What this shows" in one.cells[0].source and SUMMARY_END not in one.cells[0].source
+
+
+def _ops(subject, kind, wall, ops):
+    return [{"subject": subject, "kind": kind, "threads": 1, "wall_seconds": wall,
+             "operator": op, "family": fam, "self_seconds": sec, "calls": calls}
+            for op, fam, sec, calls in ops]
+
+
+def test_the_operator_table_shares_add_up_and_name_the_largest_operator():
+    ops = pd.DataFrame(
+        _ops("DCGAN epoch", "loop", 2.0, [("aten::mkldnn_convolution", "convolution", 1.2, 10),
+                                         ("aten::add_", "elementwise and other", 0.3, 30),
+                                         ("outside operators", "outside operators", 0.5, 0)])
+        + _ops("Wachter", "search, batch 128", 1.0, [("aten::addmm", "matrix product", 0.1, 5),
+                                                     ("aten::mul", "elementwise and other", 0.6, 95),
+                                                     ("outside operators", "outside operators", 0.3, 0)]))
+    t = report.ops_table(ops)
+    shares = t[[c for c in t.columns if c.startswith("% ")]]
+    assert shares.sum(axis=1).tolist() == pytest.approx([100.0, 100.0])
+    assert t.loc["DCGAN epoch", "largest operator"] == "mkldnn_convolution (60 %)"
+    assert t.loc["Wachter", "largest operator"] == "mul (60 %)"
+    assert t.loc["Wachter", "operator calls/s"] == pytest.approx(100.0)
+    assert t.loc["Wachter", "µs per call"] == pytest.approx(7000.0)
+    assert report.dense_share(ops).to_dict() == pytest.approx({"DCGAN epoch": 0.6, "Wachter": 0.1})
+
+
+def test_the_budget_evidence_is_one_datasets_curve_in_budget_order(tmp_path):
+    """The committed curve's rows of one dataset with the chapters' generator (1 epoch),
+    ordered by the share of the public optimisation whatever the file's order, and its
+    training curves in the same order; no files, no rows."""
+    def scores(cands):
+        return pd.DataFrame([{"dataset": ds, "pair": "7->2", "candidate": c, "seed": 0,
+                              "profile": "standard", "dcgan_epochs": g, "encoder_epochs": g,
+                              "metric": m, "value": v}
+                             for ds in ("mnist", "fmnist") for g in (1, 5)
+                             for c, frac in cands.items()
+                             for m, v in (("Budget_fraction", frac), ("Proximity", 0.3))])
+
+    sc = scores({"b32, 6 epochs": 0.12, "b32, 13 epochs": 0.26, "b32, 1 epoch": 0.02})
+    sc.to_csv(tmp_path / "c3lt_budget.csv", index=False)
+    curve = (sc.drop(columns=["metric", "value"]).drop_duplicates()
+             .assign(step=1, prox_l1=0.3, train_validity=1.0))
+    curve.to_csv(tmp_path / "c3lt_budget_curves.csv", index=False)
+    sc, cu = report.budget_evidence("mnist", tmp_path)
+    order = ["b32, 1 epoch", "b32, 6 epochs", "b32, 13 epochs"]
+    assert list(dict.fromkeys(sc["candidate"])) == order
+    assert list(cu["candidate"]) == order
+    assert set(sc["dataset"]) == {"mnist"} and set(sc["dcgan_epochs"]) == {1}
+    fig = report.plot_c3lt_budget_curves(cu, sc)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[-1] == "b32, 13 epochs (26 % of the public)"
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    empty, _ = report.budget_evidence("mnist", tmp_path / "missing")
+    assert empty.empty

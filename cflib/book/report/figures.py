@@ -306,6 +306,39 @@ def plot_c3lt_training(training: pd.DataFrame):
     return fig
 
 
+def plot_c3lt_budget_curves(curves: pd.DataFrame, scores: pd.DataFrame | None = None):
+    """C3LT's mapping trained at each budget of the budget curve on one validation pair
+    (``c3lt_budget_curves.csv`` rows of one dataset): the raw L1 proximity of the
+    training batch's counterfactuals (left) and the share of them the classifier puts in
+    the target (right) against the update, one line per budget; with ``scores`` (the
+    curve's evidence) each budget's label names its share of the public code's sum of
+    learning rate x updates."""
+    if curves is None or curves.empty:
+        raise ValueError("no budget curves to plot")
+    cands = list(dict.fromkeys(curves["candidate"]))
+    frac = {}
+    if scores is not None and len(scores):
+        f = scores[scores["metric"] == "Budget_fraction"]
+        frac = f.groupby("candidate")["value"].mean().to_dict()
+    fig, axes = _figure(1, 2, height=3.4, squeeze=False)
+    colors = dict(zip(cands, plt.get_cmap("viridis")(np.linspace(0.05, 0.85, len(cands)))))
+    for c in cands:
+        d = curves[curves["candidate"] == c].sort_values("step")
+        label = c + (f" ({100 * frac[c]:.0f} % of the public)" if c in frac else "")
+        axes[0, 0].plot(d["step"], d["prox_l1"], color=colors[c], lw=1.6, label=label)
+        axes[0, 1].plot(d["step"], d["train_validity"], color=colors[c], lw=1.6)
+    axes[0, 0].set_title("raw L1 proximity of the batch")
+    axes[0, 1].set_title("train validity")
+    axes[0, 1].set_ylim(-0.02, 1.02)
+    for ax in axes[0]:
+        ax.set_xlabel("update")
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=9, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
 # -- the quantization chapter ------------------------------------------------------------------
 def plot_acc_vs_vd(results: pd.DataFrame, dataset: str = "fmnist"):
     """"Accuracy hides what VD shows": per row (FP32 + retrain and the compressed rows),

@@ -229,10 +229,9 @@ def tuning_table(evidence: pd.DataFrame, dataset: str | None = None,
                                 sort=False)
 
 
-#: the evidence files of C3LT's mapping budget on the validation pairs: the committed
-#: curve (``python -m cflib.bench.tuning c3lt_budget``) and the quarter-budget point
-#: (``benchmarks/c3lt_quarter_budget.py``), each with its ``_curves`` file
-BUDGET_EVIDENCE = ("c3lt_budget", "c3lt_budget_quarter")
+#: the evidence files of C3LT's mapping budget on the validation pairs (``python -m
+#: cflib.bench.tuning c3lt_budget``), each with its ``_curves`` file
+BUDGET_EVIDENCE = ("c3lt_budget",)
 
 
 def budget_evidence(dataset: str, tuning_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -533,6 +532,8 @@ def loops_table(loops: pd.DataFrame) -> pd.DataFrame:
                       "% of peak after": 100 * a["fraction_of_peak"],
                       "max |difference|": a["max_abs_diff"]}
     out = pd.DataFrame.from_dict(rows, orient="index").rename_axis("loop")
+    numeric = [c for c in out.columns if c != "unit"]
+    out[numeric] = out[numeric].apply(pd.to_numeric)       # None (no epoch) as NaN
     return out.dropna(axis=1, how="all")
 
 
