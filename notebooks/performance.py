@@ -143,6 +143,36 @@ timings = {"MNIST": results.read_results("mnist_eval", p.results_dir),
 report.page_table(report.timing_beside_papers(timings))
 
 # %% [markdown]
+# ## The whole book from an empty cache
+#
+# A fresh clone renders the committed chapters without computing anything.  Re-executing
+# every chapter with no trained network in the cache is the other end: the `standard`
+# book, `make book RERUN=1 WORKERS=2` on a 2-core machine (two single-threaded workers
+# side by side), timed end to end, with each chapter's compute time and, from the weight
+# cache's `events.log`, the time each kind of network took to train
+# (`benchmarks/first_run.py`).
+
+# %%
+first = report.read_first_run(p.results_dir)
+if first is not None:
+    book_wall = first.loc[first["name"] == "wall time", "seconds"].item()
+    summed = first[(first["scope"] == "book") & (first["name"] != "wall time")].iloc[0]
+    by_chapter, by_network = report.first_run_tables(first)
+    top = by_network.index[0]
+    display(Markdown(
+        f"The first run took **{report.fmt(book_wall / 3600)} h** of wall time on "
+        f"{int(summed['workers'])} workers; its {len(by_chapter)} chapters computed for "
+        f"{report.fmt(summed['seconds'] / 3600)} h in all ({report.fmt(summed['seconds'] / book_wall)}× "
+        f"the wall time side by side), {report.fmt(100 * summed['train_seconds'] / summed['seconds'])} % "
+        f"of it training {int(by_network['trained'].sum())} networks; the largest share is "
+        f"{top}'s ({report.fmt(by_network.loc[top, '% of all compute'])} %)."))
+    display(report.page_table(by_chapter))
+    display(report.fold("The networks the first run trained, by kind", by_network))
+else:
+    display(Markdown("The book's first run on an empty cache was not measured on this "
+                     "machine (`benchmarks/first_run.py`)."))
+
+# %% [markdown]
 # ## What the measurements show
 
 # %%

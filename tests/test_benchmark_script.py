@@ -85,3 +85,60 @@ def test_ops_only_refuses_a_gpu_before_any_measurement(throughput, monkeypatch):
     monkeypatch.setattr(throughput.torch.cuda, "get_device_name", lambda *a: "gpu")
     with pytest.raises(SystemExit, match="--device cpu"):
         throughput.main(["--ops-only", "--device", "cuda"])
+
+
+@pytest.fixture(scope="module")
+def first_run():
+    spec = importlib.util.spec_from_file_location("first_run", ROOT / "benchmarks" / "first_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+LOG = """executing 2 chapter(s) on 2 worker(s): mnist_eval, fashion_mnist_test
+[mnist_eval] 07:44:47 training classifier (classifier-f4a35c87becbad20.pt)
+[fashion_mnist_test] 07:44:47 training classifier (classifier-f08e5a4531a29f5d.pt)
+[mnist_eval] 07:47:17 training DCGAN generator (dcgan-3a4836e1d04cd0c3.pt)
+[mnist_eval] 07:58:00 C3LT 4->9: 183 updates
+"""
+EVENTS = "\n".join([
+    "2026-12-03T07:47:17\ttrained\tclassifier-f4a35c87becbad20.pt\t150.0\tvm:1",
+    "2026-12-03T07:47:20\ttrained\tclassifier-f08e5a4531a29f5d.pt\t152.0\tvm:2",
+    "2026-12-03T07:57:17\ttrained\tdcgan-3a4836e1d04cd0c3.pt\t600.0\tvm:1",
+    "2026-12-03T07:58:17\ttrained-unsaved\tencoder-0000000000000000.pt\t48.0\tvm:9",
+    "a line that is not an event"])
+
+
+def test_the_first_run_attributes_each_training_to_its_chapter_and_kind(first_run):
+    owners = first_run.entry_chapters(LOG)
+    assert owners == {"classifier-f4a35c87becbad20.pt": "mnist_eval",
+                      "classifier-f08e5a4531a29f5d.pt": "fashion_mnist_test",
+                      "dcgan-3a4836e1d04cd0c3.pt": "mnist_eval"}
+    t = first_run.trainings(EVENTS, owners)
+    assert t["kind"].tolist() == ["classifier", "classifier", "dcgan", "encoder"]
+    assert t["chapter"].tolist() == ["mnist_eval", "fashion_mnist_test", "mnist_eval", "?"]
+    table = first_run.first_run_table(2000.0, {"mnist_eval": 2500.0, "fashion_mnist_test": 1500.0},
+                                      t, workers=2)
+    ch = table[table["scope"] == "chapter"].set_index("name")
+    assert ch.loc["mnist_eval", "train_seconds"] == 750.0
+    assert ch["share"].sum() == pytest.approx(1.0)
+    net = table[table["scope"] == "network"]
+    assert net["seconds"].sum() == pytest.approx(950.0)
+    book = table[table["scope"] == "book"].set_index("name")
+    assert book.loc["wall time", "seconds"] == 2000.0
+    assert book.loc["chapters' compute, summed", "seconds"] == 4000.0
+
+    from cflib.book import report
+
+    by_chapter, by_network = report.first_run_tables(table)
+    assert by_network.index[0] == "dcgan" and by_network.loc["classifier", "trained"] == 2
+    assert by_network.loc["dcgan", "% of all compute"] == pytest.approx(15.0)
+    assert by_chapter.loc["mnist_eval", "compute min"] == pytest.approx(2500 / 60)
+
+
+def test_the_first_run_refuses_a_wall_time_or_chapters_it_cannot_use(first_run):
+    t = first_run.trainings("", {})
+    with pytest.raises(ValueError, match="wall time"):
+        first_run.first_run_table(0.0, {"mnist_eval": 1.0}, t, workers=2)
+    with pytest.raises(ValueError, match="no executed chapter"):
+        first_run.first_run_table(10.0, {}, t, workers=2)

@@ -579,6 +579,43 @@ def read_ops(results_dir) -> pd.DataFrame | None:
     return None
 
 
+def read_first_run(results_dir) -> pd.DataFrame | None:
+    """The book's first run on an empty cache (``performance_first_run.csv``, written by
+    ``benchmarks/first_run.py``) of ``results_dir``, else the book's; None when neither
+    exists."""
+    from pathlib import Path
+
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.bench.results import read_table
+
+    for folder in (Path(results_dir), PROJECT_ROOT / "results"):
+        f = folder / "performance_first_run.csv"
+        if f.exists():
+            return read_table(f)
+    return None
+
+
+def first_run_tables(first: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per chapter, per kind of network) of the first run: each chapter's compute
+    minutes, the minutes of it spent training networks and its share of the chapters'
+    summed compute; each kind of network's count, training minutes and share, largest
+    first."""
+    ch = first[first["scope"] == "chapter"].set_index("name")
+    chapters = pd.DataFrame({"compute min": ch["seconds"] / 60,
+                             "of it training min": ch["train_seconds"] / 60,
+                             "networks trained": ch["count"].astype(int),
+                             "% of all compute": 100 * ch["share"]}).rename_axis("chapter")
+    net = first[first["scope"] == "network"]
+    kinds = (net.groupby("name").agg(count=("count", "sum"), seconds=("seconds", "sum"),
+                                     share=("share", "sum"))
+             .sort_values("seconds", ascending=False))
+    networks = pd.DataFrame({"trained": kinds["count"].astype(int),
+                             "training min": kinds["seconds"] / 60,
+                             "% of all compute": 100 * kinds["share"]}
+                            ).rename_axis("network")
+    return chapters, networks
+
+
 def dense_share(ops: pd.DataFrame) -> pd.Series:
     """Per subject of :func:`ops_table`: the share (0-1) of its wall time inside
     convolutions and matrix products, the operators that run near the peak."""
