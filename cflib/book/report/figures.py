@@ -339,6 +339,51 @@ def plot_c3lt_budget_curves(curves: pd.DataFrame, scores: pd.DataFrame | None = 
     return fig
 
 
+def plot_latent_frontier(frontier: pd.DataFrame, generator: pd.DataFrame | None = None,
+                         chosen: float | None = None):
+    """What C3LT's generator allows on one dataset's validation pair: Latent search's
+    frontier over lambda (``latent_search.csv`` rows of the dataset), proximity against
+    the validity an independent classifier grants, one point per lambda; with
+    ``generator`` (``c3lt_generator.csv`` rows of the dataset) the frontier and C3LT's
+    point for each generator training (the DCGAN and encoder at 1 and 5 epochs).  Our
+    classifier's validity is near 1 on the whole frontier (the tables say so), so the
+    independent classifier's is what separates the points."""
+    judged = "Validity (independent classifier)"
+    if frontier is None or frontier.empty:
+        raise ValueError("no Latent search frontier to plot")
+    fig, ax = _figure(height=4.2)
+    runs = []
+    gen = generator if generator is not None and len(generator) else None
+    if gen is not None:
+        for e, d in gen.groupby("dcgan_epochs"):
+            runs.append((int(e), d[d["kind"] == "Latent search"], d[d["kind"] == "C3LT"]))
+    else:
+        e = int(frontier["dcgan_epochs"].min()) if "dcgan_epochs" in frontier else 1
+        runs.append((e, frontier, None))
+    shades = {1: "tab:blue", 5: "tab:orange"}
+    for e, lat, c3 in runs:
+        w = lat.pivot_table(index="lambda", columns="metric", values="value", aggfunc="mean")
+        color = shades.get(e, "tab:gray")
+        label = f"DCGAN and encoder {e} epoch{'s' if e > 1 else ''}"
+        ax.plot(w["Proximity"], w[judged], "o-", color=color, lw=1.6, label=f"Latent search, {label}")
+        for lam, row in w.iterrows():
+            mine = chosen is not None and lam == chosen and e == runs[0][0]
+            mark = "λ " + f"{lam:g}" + (" (chosen)" if mine else "")
+            ax.annotate(mark, (row["Proximity"], row[judged]), textcoords="offset points",
+                        xytext=(4, 4), fontsize=9, color=color)
+        if c3 is not None and len(c3):
+            cw = c3.pivot_table(columns="metric", values="value", aggfunc="mean")
+            ax.plot(cw["Proximity"], cw[judged], "*", ms=14, color=color,
+                    markeredgecolor="black", label=f"C3LT, {label}")
+    ax.set_xlabel("proximity (mean |x − x_cf| per pixel)")
+    ax.set_ylabel("validity, independent classifier")
+    ax.set_ylim(-0.02, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=9, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
 # -- the quantization chapter ------------------------------------------------------------------
 def plot_acc_vs_vd(results: pd.DataFrame, dataset: str = "fmnist"):
     """"Accuracy hides what VD shows": per row (FP32 + retrain and the compressed rows),
