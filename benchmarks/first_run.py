@@ -56,13 +56,16 @@ def kind_of(entry: str) -> str:
     return stem.rsplit("-", 1)[0] if "-" in stem else stem
 
 
-def trainings(events_text: str, chapters: dict[str, str]) -> pd.DataFrame:
-    """One row per network trained: entry, kind, chapter (``?`` when the log does not say),
-    seconds."""
+def trainings(events_text: str, chapters: dict[str, str], until: str | None = None) -> pd.DataFrame:
+    """One row per network trained (up to the time ``until``, ``YYYY-MM-DDTHH:MM:SS``, when
+    given: what trained after the book is not the book's): entry, kind, chapter (``?`` when
+    the log does not say), seconds."""
     rows = []
     for line in events_text.splitlines():
         parts = line.rstrip("\n").split("\t")
         if len(parts) < 4 or not parts[1].startswith("trained"):
+            continue
+        if until is not None and parts[0] > until:
             continue
         rows.append({"entry": parts[2], "kind": kind_of(parts[2]),
                      "chapter": chapters.get(parts[2], "?"), "seconds": float(parts[3])})
@@ -111,6 +114,8 @@ def main(argv=None) -> None:
     ap.add_argument("--log", required=True, help="the book's console log")
     ap.add_argument("--wall", type=float, required=True, help="the book's wall time, seconds")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--until", default=None,
+                    help="the book's end, YYYY-MM-DDTHH:MM:SS (events after it are not the book's)")
     ap.add_argument("--cache", default=str(ROOT / "cache"))
     ap.add_argument("--chapters", default=str(ROOT / "book" / "chapters"))
     ap.add_argument("--out", default=str(ROOT / "results" / "performance_first_run.csv"))
@@ -119,7 +124,7 @@ def main(argv=None) -> None:
     for f in (log, events):
         if not f.exists():
             raise SystemExit(f"{f} does not exist")
-    trained = trainings(events.read_text(), entry_chapters(log.read_text()))
+    trained = trainings(events.read_text(), entry_chapters(log.read_text()), args.until)
     table = first_run_table(args.wall, chapter_seconds(Path(args.chapters)), trained,
                             args.workers)
     write_table(table, args.out)

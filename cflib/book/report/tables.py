@@ -600,6 +600,9 @@ def first_run_tables(first: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     minutes, the minutes of it spent training networks and its share of the chapters'
     summed compute; each kind of network's count, training minutes and share, largest
     first."""
+    first = first.copy()
+    for c in ("count", "seconds", "train_seconds", "share", "workers"):
+        first[c] = pd.to_numeric(first[c], errors="coerce")     # "" (no share) as NaN
     ch = first[first["scope"] == "chapter"].set_index("name")
     chapters = pd.DataFrame({"compute min": ch["seconds"] / 60,
                              "of it training min": ch["train_seconds"] / 60,
