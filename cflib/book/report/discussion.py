@@ -308,6 +308,7 @@ def render(template: str, readings: Readings, **context) -> str:
                # a lever "moves" C3LT's proximity when it changes it by more than this
                # (per pixel on [-1, 1]: about a tenth of C3LT's proximity on these tables)
                "lever_effect": 0.03,
+               "paper_dcgan_epochs": PROFILES["paper"].c3lt.dcgan_epochs,
                "validation_pair": f"{vp[0]}→{vp[1]}" if vp else "", **context}
     return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
                                              math=math, profile=profile, kendall=kendall_tau,
