@@ -296,6 +296,7 @@ def render(template: str, readings: Readings, **context) -> str:
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
     from cflib.bench.choices import LATENT_SEARCH_LAMBDA, VALIDATION_PAIRS
     from cflib.book.report.tables import kendall_tau
+    from cflib.explainers import C3LT
 
     vp = VALIDATION_PAIRS.get(readings.dataset)
     from cflib.bench.tuning import C3LT_BUDGET_MIN_VALIDITY, C3LT_BUDGET_SLACK, budget_of
@@ -309,6 +310,7 @@ def render(template: str, readings: Readings, **context) -> str:
                # (per pixel on [-1, 1]: about a tenth of C3LT's proximity on these tables)
                "lever_effect": 0.03,
                "paper_dcgan_epochs": PROFILES["paper"].c3lt.dcgan_epochs,
+               "paper_alpha": C3LT.Config().alpha,
                "validation_pair": f"{vp[0]}→{vp[1]}" if vp else "", **context}
     return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
                                              math=math, profile=profile, kendall=kendall_tau,

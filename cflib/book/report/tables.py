@@ -603,7 +603,10 @@ def first_run_tables(first: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     first = first.copy()
     for c in ("count", "seconds", "train_seconds", "share", "workers"):
         first[c] = pd.to_numeric(first[c], errors="coerce")     # "" (no share) as NaN
+    from cflib.book.chapters import get_chapter
+
     ch = first[first["scope"] == "chapter"].set_index("name")
+    ch.index = [get_chapter(n).title for n in ch.index]     # the reader's names, not files
     chapters = pd.DataFrame({"compute min": ch["seconds"] / 60,
                              "of it training min": ch["train_seconds"] / 60,
                              "networks trained": ch["count"].astype(int),
