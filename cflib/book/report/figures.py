@@ -362,6 +362,8 @@ def plot_latent_frontier(frontier: pd.DataFrame, generator: pd.DataFrame | None 
         runs.append((e, frontier, None))
     shades = {1: "tab:blue", 5: "tab:orange"}
     for e, lat, c3 in runs:
+        # the evidence file's lambda column is text where C3LT's rows (no lambda) share it
+        lat = lat.assign(**{"lambda": pd.to_numeric(lat["lambda"], errors="coerce")})
         w = lat.pivot_table(index="lambda", columns="metric", values="value", aggfunc="mean")
         color = shades.get(e, "tab:gray")
         label = f"DCGAN and encoder {e} epoch{'s' if e > 1 else ''}"
