@@ -15,8 +15,8 @@ and scored on the same 100 test images of the query class as the budget curve, w
 same readings (:func:`cflib.bench.tuning.tune_c3lt_budget`'s).  One process per dataset
 on one thread (the chapters' thread count: the networks it loads are the chapters').
 
-It writes ``c3lt_alpha[-<datasets>].csv`` (and ``_curves.csv``) beside the other tuning
-evidence; the paper's ``alpha`` is the ``c3lt_generator`` evidence's C3LT at 1 epoch (the
+It writes ``c3lt_alpha.csv`` (and ``_curves.csv``) beside the other tuning evidence,
+replacing the rows of the datasets it measured and keeping the others'; the paper's ``alpha`` is the ``c3lt_generator`` evidence's C3LT at 1 epoch (the
 same build), so it is not trained again here.  The candidates are variants, not the
 method: the chapters train C3LT with the paper's ``alpha``.
 """
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from cflib.bench import catalog  # noqa: E402
 from cflib.bench.data import canonical_dataset, class_subset, load_split  # noqa: E402
 from cflib.bench.profiles import get_profile  # noqa: E402
-from cflib.bench.results import write_table  # noqa: E402
+from cflib.bench.results import read_table, write_table  # noqa: E402
 from cflib.bench.tuning import (  # noqa: E402
     TUNING_DIR,
     _c3lt_scores,
@@ -76,6 +76,18 @@ def measure(datasets, alphas, seed: int = 0, device="cpu", n_queries: int = 100,
     return pd.DataFrame(rows), pd.DataFrame(curves)
 
 
+def replace_datasets(new: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """Write ``new`` to ``path`` in place of the rows of its datasets; the rows of every
+    other dataset already there are kept (one evidence file for both datasets, whichever
+    was measured last)."""
+    if path.exists():
+        old = read_table(path)
+        new = pd.concat([old[~old["dataset"].isin(set(new["dataset"]))], new],
+                        ignore_index=True)
+    write_table(new, path)
+    return new
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--datasets", nargs="+", default=["mnist", "fmnist"])
@@ -89,12 +101,9 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(threads())
     df, curves = measure(args.datasets, args.alphas, args.seed, args.device)
-    stem = "c3lt_alpha"
-    if args.datasets != ["mnist", "fmnist"]:
-        stem += "-" + "-".join(args.datasets)
     out = Path(args.out)
-    write_table(df, out / f"{stem}.csv")
-    write_table(curves, out / f"{stem}_curves.csv")
+    replace_datasets(df, out / "c3lt_alpha.csv")
+    replace_datasets(curves, out / "c3lt_alpha_curves.csv")
     print(df.pivot_table(index=["dataset", "candidate"], columns="metric", values="value")
           .round(4).to_string())
 

@@ -147,3 +147,28 @@ def test_the_first_run_refuses_a_wall_time_or_chapters_it_cannot_use(first_run):
         first_run.first_run_table(0.0, {"mnist_eval": 1.0}, t, workers=2)
     with pytest.raises(ValueError, match="no executed chapter"):
         first_run.first_run_table(10.0, {}, t, workers=2)
+
+
+@pytest.fixture(scope="module")
+def c3lt_alpha():
+    spec = importlib.util.spec_from_file_location("c3lt_alpha", ROOT / "benchmarks" / "c3lt_alpha.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_alpha_lever_replaces_only_the_datasets_it_measured(c3lt_alpha, tmp_path):
+    """One dataset measured again replaces that dataset's rows in the one evidence file;
+    the other dataset's rows stay, and nothing else is written beside it."""
+    import pandas as pd
+
+    path = tmp_path / "c3lt_alpha.csv"
+    rows = lambda ds, v: pd.DataFrame({"dataset": [ds] * 2, "candidate": ["alpha=1", "alpha=10"],  # noqa: E731
+                                       "metric": ["Proximity"] * 2, "value": [v, v / 2]})
+    c3lt_alpha.replace_datasets(pd.concat([rows("mnist", 0.4), rows("fmnist", 0.3)]), path)
+    out = c3lt_alpha.replace_datasets(rows("fmnist", 0.2), path)
+    back = pd.read_csv(path)
+    assert len(out) == len(back) == 4
+    assert sorted(back.loc[back["dataset"] == "fmnist", "value"]) == [0.1, 0.2]
+    assert sorted(back.loc[back["dataset"] == "mnist", "value"]) == [0.2, 0.4]
+    assert [p.name for p in tmp_path.iterdir()] == ["c3lt_alpha.csv"]

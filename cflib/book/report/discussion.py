@@ -297,6 +297,7 @@ def render(template: str, readings: Readings, **context) -> str:
     from cflib.bench.choices import LATENT_SEARCH_LAMBDA, VALIDATION_PAIRS
     from cflib.book.report.tables import kendall_tau
     from cflib.explainers import C3LT
+    from cflib.quantization.recipes import QATConfig
 
     vp = VALIDATION_PAIRS.get(readings.dataset)
     from cflib.bench.tuning import C3LT_BUDGET_MIN_VALIDITY, C3LT_BUDGET_SLACK, budget_of
@@ -311,6 +312,10 @@ def render(template: str, readings: Readings, **context) -> str:
                "lever_effect": 0.03,
                "paper_dcgan_epochs": PROFILES["paper"].c3lt.dcgan_epochs,
                "paper_alpha": C3LT.Config().alpha,
+               # L_prox (Eq. 4) divides the pixel L1 by 1 + p1 + p2 (smoothness, entropy)
+               "prox_divisor": 1 + C3LT.Config().p1 + C3LT.Config().p2,
+               # the code's bit budget (QATConfig's defaults are the public code's)
+               "code_bit_budget": QATConfig().target_avg_bits,
                "validation_pair": f"{vp[0]}→{vp[1]}" if vp else "", **context}
     return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
                                              math=math, profile=profile, kendall=kendall_tau,
