@@ -283,7 +283,7 @@ def _lever_evidence(folder, generator_effect: float, alpha_effect: float):
 
 
 @pytest.mark.parametrize("generator_effect, alpha_effect, says, not_says", [
-    (0.09, 0.01, "proximity responds to five times longer generator training.",
+    (0.09, 0.01, "proximity responds to 5 times longer generator training.",
      "The paper reports its proximity at α = 0.1"),
     (0.0, 0.2, "proximity responds to a 100 times larger proximity weight.",
      "The generator's training is the lever"),
