@@ -10,12 +10,17 @@ from cflib.book.chapters import get_chapter
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def throughput():
-    spec = importlib.util.spec_from_file_location("throughput", ROOT / "benchmarks" / "throughput.py")
+def _script(name: str):
+    """``benchmarks/<name>.py`` imported as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+@pytest.fixture(scope="module")
+def throughput():
+    return _script("throughput")
 
 
 def test_every_catalog_method_is_benchmarked_with_its_tables_classifier(throughput):
@@ -90,10 +95,7 @@ def test_ops_only_refuses_a_gpu_before_any_measurement(throughput, monkeypatch):
 
 @pytest.fixture(scope="module")
 def first_run():
-    spec = importlib.util.spec_from_file_location("first_run", ROOT / "benchmarks" / "first_run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _script("first_run")
 
 
 LOG = """executing 2 chapter(s) on 2 worker(s): mnist_eval, fashion_mnist_test
@@ -151,10 +153,7 @@ def test_the_first_run_refuses_a_wall_time_or_chapters_it_cannot_use(first_run):
 
 @pytest.fixture(scope="module")
 def c3lt_alpha():
-    spec = importlib.util.spec_from_file_location("c3lt_alpha", ROOT / "benchmarks" / "c3lt_alpha.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return _script("c3lt_alpha")
 
 
 def test_the_alpha_lever_replaces_only_the_datasets_it_measured(c3lt_alpha, tmp_path):
