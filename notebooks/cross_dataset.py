@@ -16,8 +16,8 @@
 # The MNIST and Fashion-MNIST chapters run the same rows with the same code.  This
 # page reads their results and ranks the methods on each metric (1 = best, in the
 # metric's direction), per dataset, so that a method that is good on digits but not
-# on clothes stands out.  Where a chapter was swept over training seeds, the ranks
-# are those of the means over the seeds.  A rank on a realism metric (IM1, IM2, FID,
+# on clothes stands out.  The caption under the heatmaps says over how many training
+# seeds each dataset's ranks are taken.  A rank on a realism metric (IM1, IM2, FID,
 # KID) says nothing about whether the method *edited* the query: the chapters flag the
 # methods that move it about as far as a different real image of the target would.
 

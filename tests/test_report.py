@@ -569,3 +569,54 @@ def test_the_budget_evidence_is_one_datasets_curve_in_budget_order(tmp_path):
     plt.close(fig)
     empty, _ = report.budget_evidence("mnist", tmp_path / "missing")
     assert empty.empty
+
+
+def _worst(metric: str) -> float:
+    """A value that loses on ``metric`` to any real one."""
+    from cflib.metrics.spec import get_spec
+    try:
+        spec = get_spec(metric)
+    except (KeyError, ValueError):
+        return 1e9
+    return 1e9 if spec.key(1e9) > spec.key(-1e9) else -1e9
+
+
+def test_a_discussion_quotes_a_sweep_only_where_its_chapter_reads_it(tmp_path):
+    """A sweep over training seeds that a chapter does not declare among its reads is
+    neither copied into its run nor watched by its staleness, so its discussion must not
+    quote it: the cross-dataset page's ranks stay those of the chapters' own results
+    (as its heatmaps), while the MNIST chapter, which declares its sweep, quotes it."""
+    import shutil
+
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.bench.tables.c3lt import C3LT_METRICS
+    from cflib.book.report.discussion import readings_for
+    from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
+
+    src = PROJECT_ROOT / "results"
+    names = ("mnist_eval", "fashion_mnist_test")
+    if not all((src / f"{n}.csv").exists() for n in names):
+        pytest.skip("no committed C3LT results")
+    res = tmp_path / "results"
+    res.mkdir()
+    for n in names:
+        shutil.copy(src / f"{n}.csv", res / f"{n}.csv")
+    own = pd.read_csv(res / "mnist_eval.csv", keep_default_na=False)
+    # a second training seed in which C3LT is worst on every metric
+    other = own.copy()
+    c3lt = other["method"] == "C3LT"
+    other.loc[c3lt, "value"] = [_worst(m) for m in other.loc[c3lt, "metric"]]
+    other["train_seed"] = 7
+    profile = own["profile"].iloc[0]
+    d = res / "sweep" / "mnist_eval" / profile / "seed7"
+    d.mkdir(parents=True)
+    other.to_csv(d / "mnist_eval.csv", index=False)
+
+    assert readings_for("mnist_eval", res).n_seeds == 2
+    cross = readings_for("cross_dataset", res)
+    assert cross.n_seeds == 1
+    frames = {"MNIST": cross.extra["mnist_eval"],
+              "Fashion-MNIST": cross.extra["fashion_mnist_test"]}
+    alone = rank_summary(rank_methods(frames, [s.name for s in C3LT_METRICS],
+                                      paper_rows("c3lt")))
+    pd.testing.assert_frame_equal(cross.ranks(), alone)

@@ -190,14 +190,17 @@ class Readings:
     def ranks(self) -> pd.DataFrame:
         """The cross-dataset page's mean ranks (rows: methods; columns: MNIST,
         Fashion-MNIST, change), from the two C3LT chapters' results (the means over
-        their training seeds where swept)."""
+        their training seeds where this page declares their sweep among its reads, as
+        its heatmaps)."""
         from cflib.bench.tables.c3lt import C3LT_METRICS
         from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
         from cflib.book.spread import seed_means
 
         frames = {}
         for title, name in (("MNIST", "mnist_eval"), ("Fashion-MNIST", "fashion_mnist_test")):
-            if name in self.extra:
+            if name in self.extra and not self.extra.get(f"{name}:sweep"):
+                frames[title] = self.extra[name]
+            elif name in self.extra:
                 frames[title], _ = seed_means(name, self.extra[name],
                                               str(self.extra[name]["profile"].iloc[0]),
                                               root=self.extra.get("sweep_root", "results/sweep"))
@@ -333,7 +336,9 @@ def readings_for(chapter: str, results_dir) -> Readings:
     table, dataset, name, _ = spec
     df = read_results(results_dir / f"{name}.csv")
     profile = df["profile"].iloc[0]
-    _, per_seed = read_sweep(name, profile, root=results_dir / "sweep", own=df)
+    per_seed = {}
+    if reads_sweep(ch, name, profile):
+        _, per_seed = read_sweep(name, profile, root=results_dir / "sweep", own=df)
     if per_seed:
         per_seed = {k: read_results_frame(v) for k, v in per_seed.items()}
     from cflib.bench.tuning import TUNING_DIR
@@ -344,7 +349,19 @@ def readings_for(chapter: str, results_dir) -> Readings:
     for other in ("mnist_eval", "fashion_mnist_test"):
         if ch.name == "cross_dataset" and (results_dir / f"{other}.csv").exists():
             extra[other] = read_results(results_dir / f"{other}.csv")
+            extra[f"{other}:sweep"] = reads_sweep(ch, other, profile)
     return Readings(df, table, dataset, per_seed or None, extra)
+
+
+def reads_sweep(chapter, name: str, profile: str) -> bool:
+    """Does ``chapter`` declare the sweep of chapter ``name`` among its reads?  Only then
+    does its run copy that sweep beside its results and its staleness watch it, so only
+    then may its discussion quote it: the page's tables and its prose read the same
+    seeds."""
+    from cflib.book.chapters import SWEEP_READS
+
+    patterns = chapter.read_patterns(profile)
+    return any(r.format(chapter=name, profile=profile) in patterns for r in SWEEP_READS)
 
 
 def read_results_frame(df: pd.DataFrame) -> pd.DataFrame:
