@@ -589,6 +589,7 @@ def test_a_discussion_quotes_a_sweep_only_where_its_chapter_reads_it(tmp_path):
     import shutil
 
     from cflib.bench.data import PROJECT_ROOT
+    from cflib.bench.results import read_results
     from cflib.bench.tables.c3lt import C3LT_METRICS
     from cflib.book.report.discussion import readings_for
     from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
@@ -615,8 +616,8 @@ def test_a_discussion_quotes_a_sweep_only_where_its_chapter_reads_it(tmp_path):
     assert readings_for("mnist_eval", res).n_seeds == 2
     cross = readings_for("cross_dataset", res)
     assert cross.n_seeds == 1
-    frames = {"MNIST": cross.extra["mnist_eval"],
-              "Fashion-MNIST": cross.extra["fashion_mnist_test"]}
+    frames = {"MNIST": read_results(res / "mnist_eval.csv"),
+              "Fashion-MNIST": read_results(res / "fashion_mnist_test.csv")}
     alone = rank_summary(rank_methods(frames, [s.name for s in C3LT_METRICS],
                                       paper_rows("c3lt")))
     pd.testing.assert_frame_equal(cross.ranks(), alone)

@@ -36,7 +36,7 @@ from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
 from cflib.book.chapters import get_chapter
 from cflib.book.runs.paths import DISCUSSION
-from cflib.book.spread import read_sweep
+from cflib.book.spread import read_sweep, seed_means
 from cflib.metrics.spec import get_spec
 
 MARKER = "<!-- discussion -->"
@@ -189,21 +189,15 @@ class Readings:
 
     def ranks(self) -> pd.DataFrame:
         """The cross-dataset page's mean ranks (rows: methods; columns: MNIST,
-        Fashion-MNIST, change), from the two C3LT chapters' results (the means over
-        their training seeds where this page declares their sweep among its reads, as
-        its heatmaps)."""
+        Fashion-MNIST, change), from the two C3LT chapters' results as
+        :func:`readings_for` read them (the means over their training seeds where this
+        page declares their sweep among its reads, as its heatmaps)."""
         from cflib.bench.tables.c3lt import C3LT_METRICS
         from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
-        from cflib.book.spread import seed_means
 
-        frames = {}
-        for title, name in (("MNIST", "mnist_eval"), ("Fashion-MNIST", "fashion_mnist_test")):
-            if name in self.extra and not self.extra.get(f"{name}:sweep"):
-                frames[title] = self.extra[name]
-            elif name in self.extra:
-                frames[title], _ = seed_means(name, self.extra[name],
-                                              str(self.extra[name]["profile"].iloc[0]),
-                                              root=self.extra.get("sweep_root", "results/sweep"))
+        frames = {title: self.extra[name] for title, name in
+                  (("MNIST", "mnist_eval"), ("Fashion-MNIST", "fashion_mnist_test"))
+                  if name in self.extra}
         return rank_summary(rank_methods(frames, [s.name for s in C3LT_METRICS],
                                          paper_rows("c3lt")))
 
@@ -344,12 +338,14 @@ def readings_for(chapter: str, results_dir) -> Readings:
     from cflib.bench.tuning import TUNING_DIR
 
     tuning = results_dir / "tuning"
-    extra = {"tuning_dir": tuning if tuning.exists() else TUNING_DIR,
-             "sweep_root": results_dir / "sweep"}
+    extra = {"tuning_dir": tuning if tuning.exists() else TUNING_DIR}
     for other in ("mnist_eval", "fashion_mnist_test"):
         if ch.name == "cross_dataset" and (results_dir / f"{other}.csv").exists():
-            extra[other] = read_results(results_dir / f"{other}.csv")
-            extra[f"{other}:sweep"] = reads_sweep(ch, other, profile)
+            own = read_results(results_dir / f"{other}.csv")
+            other_profile = str(own["profile"].iloc[0])
+            if reads_sweep(ch, other, other_profile):
+                own, _ = seed_means(other, own, other_profile, root=results_dir / "sweep")
+            extra[other] = own
     return Readings(df, table, dataset, per_seed or None, extra)
 
 
