@@ -308,3 +308,46 @@ def test_the_c3lt_page_names_the_lever_the_measurements_support(generator_effect
     para = text[start:text.index("**ExpGAN**", start)]
     assert says in para and not_says not in para, para
     assert "not attributed" not in para
+
+
+@pytest.mark.parametrize("c3lt_validity, says", [
+    (None, None),                       # every pair >= the floor: no such sentence
+    (0.90, "at the ceiling, every other query flipped"),
+    (0.80, "below the ceiling"),
+])
+def test_c3lt_validity_below_the_floor_is_read_against_the_already_target_ceiling(
+        tmp_path, c3lt_validity, says):
+    """Where C3LT's validity on a pair falls below 0.95 in a training seed, the summary
+    names the pair and the seed and says whether that is the ceiling the classifier
+    leaves (queries it already assigns to the target never count as valid) or a
+    shortfall of C3LT's: a sweep seed with 10 of 100 queries already in the target and
+    C3LT's validity at 0.90 (the ceiling) or 0.80 (below it)."""
+    import shutil
+
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.book.report.discussion import discussion_text
+
+    src = PROJECT_ROOT / "results" / "mnist_eval.csv"
+    if not src.exists():
+        pytest.skip("no committed C3LT results")
+    res = tmp_path / "results"
+    res.mkdir()
+    shutil.copy(src, res / "mnist_eval.csv")
+    own = pd.read_csv(src, keep_default_na=False)
+    pair = next(p for p in own["pair"] if p)
+    other = own.copy()
+    other["train_seed"] = 7
+    if c3lt_validity is not None:
+        at = (other["method"] == "C3LT") & (other["pair"] == pair) & (other["variant"] == "")
+        other.loc[at & (other["metric"] == "Validity"), "value"] = c3lt_validity
+        other.loc[at & (other["metric"] == "N_already_target"), "value"] = 10
+    d = res / "sweep" / "mnist_eval" / own["profile"].iloc[0] / "seed7"
+    d.mkdir(parents=True)
+    other.to_csv(d / "mnist_eval.csv", index=False)
+    text = " ".join(discussion_text("mnist_eval", res).split())
+    if says is None:
+        assert "ceiling" not in text
+    else:
+        assert f"below 0.95 only on {pair} in training seed 7 ({c3lt_validity:g};" in text
+        assert "already puts 10 of the 100 queries in the target, a ceiling of 0.9)" in text
+        assert text.count(f"{says}.") == 1
