@@ -322,28 +322,21 @@ def test_c3lt_validity_below_the_floor_is_read_against_the_already_target_ceilin
     leaves (queries it already assigns to the target never count as valid) or a
     shortfall of C3LT's: a sweep seed with 10 of 100 queries already in the target and
     C3LT's validity at 0.90 (the ceiling) or 0.80 (below it)."""
-    import shutil
-
-    from cflib.bench.data import PROJECT_ROOT
     from cflib.book.report.discussion import discussion_text
+    from tests.fixtures.sweeps import results_with_seed
 
-    src = PROJECT_ROOT / "results" / "mnist_eval.csv"
-    if not src.exists():
-        pytest.skip("no committed C3LT results")
-    res = tmp_path / "results"
-    res.mkdir()
-    shutil.copy(src, res / "mnist_eval.csv")
-    own = pd.read_csv(src, keep_default_na=False)
-    pair = next(p for p in own["pair"] if p)
-    other = own.copy()
-    other["train_seed"] = 7
-    if c3lt_validity is not None:
-        at = (other["method"] == "C3LT") & (other["pair"] == pair) & (other["variant"] == "")
-        other.loc[at & (other["metric"] == "Validity"), "value"] = c3lt_validity
-        other.loc[at & (other["metric"] == "N_already_target"), "value"] = 10
-    d = res / "sweep" / "mnist_eval" / own["profile"].iloc[0] / "seed7"
-    d.mkdir(parents=True)
-    other.to_csv(d / "mnist_eval.csv", index=False)
+    pair = None
+
+    def lower(other):
+        nonlocal pair
+        pair = next(p for p in other["pair"] if p)
+        if c3lt_validity is not None:
+            at = ((other["method"] == "C3LT") & (other["pair"] == pair)
+                  & (other["variant"] == ""))
+            other.loc[at & (other["metric"] == "Validity"), "value"] = c3lt_validity
+            other.loc[at & (other["metric"] == "N_already_target"), "value"] = 10
+
+    res = results_with_seed(tmp_path, 7, lower)
     text = " ".join(discussion_text("mnist_eval", res).split())
     if says is None:
         assert "ceiling" not in text

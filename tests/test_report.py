@@ -586,32 +586,19 @@ def test_a_discussion_quotes_a_sweep_only_where_its_chapter_reads_it(tmp_path):
     neither copied into its run nor watched by its staleness, so its discussion must not
     quote it: the cross-dataset page's ranks stay those of the chapters' own results
     (as its heatmaps), while the MNIST chapter, which declares its sweep, quotes it."""
-    import shutil
-
-    from cflib.bench.data import PROJECT_ROOT
     from cflib.bench.results import read_results
     from cflib.bench.tables.c3lt import C3LT_METRICS
     from cflib.book.report.discussion import readings_for
     from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
+    from tests.fixtures.sweeps import results_with_seed
 
-    src = PROJECT_ROOT / "results"
-    names = ("mnist_eval", "fashion_mnist_test")
-    if not all((src / f"{n}.csv").exists() for n in names):
-        pytest.skip("no committed C3LT results")
-    res = tmp_path / "results"
-    res.mkdir()
-    for n in names:
-        shutil.copy(src / f"{n}.csv", res / f"{n}.csv")
-    own = pd.read_csv(res / "mnist_eval.csv", keep_default_na=False)
-    # a second training seed in which C3LT is worst on every metric
-    other = own.copy()
-    c3lt = other["method"] == "C3LT"
-    other.loc[c3lt, "value"] = [_worst(m) for m in other.loc[c3lt, "metric"]]
-    other["train_seed"] = 7
-    profile = own["profile"].iloc[0]
-    d = res / "sweep" / "mnist_eval" / profile / "seed7"
-    d.mkdir(parents=True)
-    other.to_csv(d / "mnist_eval.csv", index=False)
+    def c3lt_worst(other):
+        """a second training seed in which C3LT is worst on every metric"""
+        c3lt = other["method"] == "C3LT"
+        other.loc[c3lt, "value"] = [_worst(m) for m in other.loc[c3lt, "metric"]]
+
+    res = results_with_seed(tmp_path, 7, c3lt_worst,
+                            chapters=("mnist_eval", "fashion_mnist_test"))
 
     assert readings_for("mnist_eval", res).n_seeds == 2
     cross = readings_for("cross_dataset", res)

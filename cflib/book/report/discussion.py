@@ -161,6 +161,26 @@ class Readings:
         return self.in_seeds(lambda val: spec.better(val(a, metric, pair, variant_a, model),
                                                      val(b, metric, pair, variant_b, model)))
 
+    def validity_shortfalls(self, method: str, floor: float,
+                            n_queries: int | None) -> list[dict]:
+        """Every (pair, training seed) where ``method``'s validity is below ``floor``:
+        ``pair, seed, value, already`` (queries the classifier already assigns to the
+        target, which never count as valid) and, with ``n_queries`` per pair known,
+        ``ceiling`` (one minus their share: no method exceeds it) and ``at_ceiling``
+        (the method flipped every other query; float32 values, so within half a query)."""
+        out = []
+        for pair in self.pairs():
+            for seed, df in sorted(self.per_seed.items()):
+                value = self._value(df, method, "Validity", pair)
+                if not value < floor:
+                    continue
+                already = self._value(df, method, "N_already_target", pair)
+                row = {"pair": pair, "seed": seed, "value": value, "already": int(already)}
+                if n_queries:
+                    row["ceiling"] = 1 - already / n_queries
+                    row["at_ceiling"] = value >= row["ceiling"] - 0.5 / n_queries
+                out.append(row)
+        return out
 
     # -- what a table's discussion also reads ----------------------------------------------
     def main_means(self) -> pd.DataFrame:
@@ -286,7 +306,7 @@ def render(template: str, readings: Readings, **context) -> str:
              ("v", "m", "sd", "spread", "paper", "values", "seeds_where", "in_seeds",
               "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
               "evidence", "candidates", "budget_rule",
-              "better_in_repeats")}
+              "better_in_repeats", "validity_shortfalls")}
     from cflib.bench.profiles import PROFILES
     from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
 
@@ -307,6 +327,10 @@ def render(template: str, readings: Readings, **context) -> str:
                # a lever "moves" C3LT's proximity when it changes it by more than this
                # (per pixel on [-1, 1]: about a tenth of C3LT's proximity on these tables)
                "lever_effect": 0.03,
+               # a C3LT validity below this on a pair in a seed is named and read against
+               # the ceiling the classifier leaves
+               "validity_floor": 0.95,
+               "n_queries": profile.c3lt.n_images if profile else None,
                "paper_dcgan_epochs": PROFILES["paper"].c3lt.dcgan_epochs,
                "paper_alpha": C3LT.Config().alpha,
                # L_prox (Eq. 4) divides the pixel L1 by 1 + p1 + p2 (smoothness, entropy)
