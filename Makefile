@@ -11,7 +11,7 @@ export CFLIB_DATA ?= $(CURDIR)/data
 
 RERUN   ?=
 
-.PHONY: book test chapter html clean install stale sweep benchmark gpu-check mutants
+.PHONY: browser book test chapter html clean install stale sweep benchmark gpu-check mutants
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -72,7 +72,29 @@ html: $(VENV)/.installed
 	$(VENV)/bin/jupyter-book build . --quiet
 	@echo "Book: _build/html/index.html"
 
-test: $(VENV)/.installed
+# what the suite needs beside the venv: headless Chromium and its driver for the browser
+# test of the built book (Debian's packages, through sudo when not root); where they cannot
+# be installed it stops at once, before any test, with one line naming them
+BROWSER_PKGS := chromium chromium-driver
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then exit 0; fi; \
+	need="make test needs headless Chromium and its driver and cannot install them here"; \
+	fix="install the Debian packages $(BROWSER_PKGS) (apt-get install $(BROWSER_PKGS)), then run make test again"; \
+	command -v apt-get >/dev/null 2>&1 || { echo "$$need (no apt-get): $$fix" >&2; exit 1; }; \
+	SUDO=""; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	  else echo "$$need (not root, no sudo): $$fix" >&2; exit 1; fi; \
+	fi; \
+	echo "installing $(BROWSER_PKGS) (Debian's packages) for the browser test"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	$$SUDO apt-get install -y -qq $(BROWSER_PKGS) >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $(BROWSER_PKGS); } || \
+	  { echo "$$need (apt-get failed): $$fix" >&2; exit 1; }; \
+	command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || \
+	  { echo "$$need (installed, but chromium or chromedriver is not on PATH): $$fix" >&2; exit 1; }
+
+test: browser $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -ra
 

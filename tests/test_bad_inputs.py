@@ -892,3 +892,62 @@ def test_a_hand_run_into_the_committed_results_is_refused():
 def test_a_results_name_with_a_folder_is_refused(name):
     with pytest.raises(ValueError, match="results_name must be a plain file name"):
         chapters.check("mnist_eval", {"profile": "smoke", "results_name": name})
+
+
+# -- where a run writes: never over a committed file, whatever the current folder ----------
+def _git_status() -> str:
+    import subprocess
+
+    return subprocess.run(["git", "status", "--porcelain", "--", "results", "book"],
+                          cwd=chapters.PROJECT_ROOT, capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("cwd, folder, match", [
+    ("results", ".", "inside the book's committed results/"),
+    ("book", "chapters", "inside the book's committed book/"),
+    ("book/chapters", "../../results", "inside the book's committed results/"),
+    (".", ".", "under version control"),
+    (".", "cflib", "under version control"),
+    (".", "README.md", "is a file"),
+])
+def test_a_chapter_run_never_writes_over_committed_files(cwd, folder, match, monkeypatch):
+    """``results_dir`` is resolved against the current folder, as the shell means it, and
+    refused before any kernel starts when it lands in the committed tree."""
+    from cflib.book.runs import cli, execute
+
+    monkeypatch.chdir(chapters.PROJECT_ROOT / cwd)
+    monkeypatch.setattr(execute, "execute", lambda run: pytest.fail("a kernel started"))
+    before = _git_status()
+    with pytest.raises(ValueError, match=match):
+        cli.main(["mnist_eval", "--profile", "smoke", "-p", "results_dir", folder,
+                  "-p", "methods", '["Adv. Attack"]', "-p", "pairs", '["4->9"]'])
+    assert _git_status() == before
+
+
+def test_a_planted_link_in_the_runs_folder_is_refused(tmp_path, monkeypatch):
+    """A symbolic link at ``_build/runs/<tag>`` that points into ``results/`` is followed
+    and refused, with no parameter at all."""
+    from cflib.book.runs import cli, execute
+
+    params = chapters.check("mnist_eval", {"profile": "smoke"})
+    link = chapters.run_folder("mnist_eval", params)
+    if link.exists() or link.is_symlink():
+        pytest.skip(f"{link} exists (a real run's folder): not replaced by a test")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(chapters.RESULTS_DIR, target_is_directory=True)
+    monkeypatch.setattr(execute, "execute", lambda run: pytest.fail("a kernel started"))
+    before = _git_status()
+    try:
+        with pytest.raises(ValueError, match=r"results/ \(it resolves to"):
+            cli.main(["mnist_eval", "--profile", "smoke"])
+    finally:
+        link.unlink()
+    assert _git_status() == before
+
+
+def test_a_folder_of_ones_own_inside_the_clone_is_accepted(tmp_path):
+    from cflib.book.runs.paths import check_output_dir
+
+    mine = chapters.PROJECT_ROOT / "_build" / "mine-test"
+    assert check_output_dir(mine) == mine.resolve()
+    assert check_output_dir(tmp_path) == tmp_path.resolve()

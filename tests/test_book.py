@@ -356,7 +356,7 @@ def browser():
     driver_bin = shutil.which("chromedriver")
     if not (chromium and driver_bin):
         pytest.fail("headless Chromium is needed for the browser test: apt-get install "
-                    "chromium chromium-driver (.ci/run installs them)")
+                    "chromium chromium-driver (`make test` installs them)")
     import os
 
     from selenium import webdriver

@@ -48,7 +48,7 @@ from cflib.book.runs.notebook import (
     scrub_paths,
     to_notebook,
 )
-from cflib.book.runs.paths import FAILED_DIR, commit, output_dirs, rel
+from cflib.book.runs.paths import FAILED_DIR, check_output_dir, commit, output_dirs, rel
 from cflib.env import RENDER, check_all, environ
 from cflib.env import threads as env_threads
 from cflib.io import atomic_write
@@ -143,8 +143,11 @@ def prepare(chapter: str, profile: str = "standard", device: str = "cpu", train_
         from cflib.bench.data import check_data
 
         check_data(ch.datasets(params))       # a missing data root: before any kernel
-    nb_dir, res_dir = output_dirs(ch, params)
-    nb_dir, res_dir = Path(out_dir or nb_dir), Path(results_dir or res_dir)
+    nb_dir, res_dir = output_dirs(ch, params)      # resolved and checked
+    if out_dir is not None:
+        nb_dir = check_output_dir(out_dir, "out_dir")
+    if results_dir is not None:
+        res_dir = check_output_dir(results_dir, "results_dir")
     for d in (nb_dir, res_dir):
         d.mkdir(parents=True, exist_ok=True)
         if not os.access(d, os.W_OK):

@@ -44,15 +44,57 @@ def commit() -> str:
 
 
 
+def tracked_under(folder: Path) -> list[str]:
+    """The project's files under version control at or below ``folder`` (a resolved
+    path); empty outside a git checkout."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--", str(folder)], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [f for f in out.stdout.split("\0") if f] if out.returncode == 0 else []
+
+
+def check_output_dir(folder, what: str = "results_dir") -> Path:
+    """Where a run that is not the book's own may write: ``folder`` resolved once (a
+    relative one against the current folder, as a shell means it; every symbolic link
+    followed), and refused before anything is written when it is a file, inside the
+    book's committed ``results/`` or ``book/``, or a folder of the project that holds
+    files under version control (only the book's own run replaces committed files)."""
+    given = str(folder)
+    d = Path(given).expanduser().resolve()
+    if d.exists() and not d.is_dir():
+        raise ValueError(f"{what} {given!r} is a file ({d}), not a folder; name a folder of "
+                         "your own")
+    root = PROJECT_ROOT.resolve()
+    for committed in (RESULTS_DIR, CHAPTER_DIR.parent):
+        c = committed.resolve()
+        if d == c or c in d.parents:
+            via = "" if Path(given).expanduser().absolute() == d else f" (it resolves to {d})"
+            raise ValueError(f"{what} {given!r} is inside the book's committed "
+                             f"{c.relative_to(root)}/{via}, which only the book's own run "
+                             "writes; choose a folder of your own, or leave it unset (the "
+                             "run writes under _build/runs/)")
+    if d == root or root in d.parents:
+        tracked = tracked_under(d)
+        if tracked:
+            raise ValueError(f"{what} {given!r} resolves to {rel(d) if d != root else '.'}/, "
+                             f"which holds files of the project under version control (e.g. "
+                             f"{tracked[0]}); choose a folder of your own, or leave it unset "
+                             "(the run writes under _build/runs/)")
+    return d
+
+
 def output_dirs(chapter: Chapter, params: dict) -> tuple[Path, Path]:
-    """(folder of the executed notebook, folder of the results) for a run: the book's
-    own for the book's run, the user's ``results_dir`` when one is given (both there),
-    else one folder per (profile, seeds, other parameters) that every chapter of such a
-    run shares (:func:`cflib.book.chapters.run_folder`)."""
+    """(folder of the executed notebook, folder of the results) for a run, resolved: the
+    book's own for the book's run, the user's ``results_dir`` when one is given (both
+    there), else one folder per (profile, seeds, other parameters) that every chapter of
+    such a run shares (:func:`cflib.book.chapters.run_folder`).  Any folder but the book's
+    own passes :func:`check_output_dir` (a ValueError before anything is written)."""
     if params.get("results_dir") is not None:
-        d = Path(params["results_dir"]).expanduser()
+        d = check_output_dir(params["results_dir"], "results_dir")
         return d, d
     if is_book_run(chapter, params):
         return CHAPTER_DIR, RESULTS_DIR
-    d = run_folder(chapter, params)
+    d = check_output_dir(run_folder(chapter, params), "the run's folder")
     return d, d
