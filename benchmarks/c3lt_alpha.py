@@ -43,6 +43,7 @@ from cflib.bench.tuning import (  # noqa: E402
     _generator_columns,
     _validation_models,
 )
+from cflib.book.runs.written import command_line, record_results  # noqa: E402
 from cflib.env import threads  # noqa: E402
 from cflib.explainers import C3LT  # noqa: E402
 
@@ -104,6 +105,8 @@ def main(argv=None) -> None:
     out = Path(args.out)
     replace_datasets(df, out / "c3lt_alpha.csv")
     replace_datasets(curves, out / "c3lt_alpha_curves.csv")
+    record_results([out / "c3lt_alpha.csv", out / "c3lt_alpha_curves.csv"],
+                   command_line("benchmarks/c3lt_alpha.py", sys.argv[1:] if argv is None else argv))
     print(df.pivot_table(index=["dataset", "candidate"], columns="metric", values="value")
           .round(4).to_string())
 

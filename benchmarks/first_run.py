@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cflib.bench.results import write_table  # noqa: E402
+from cflib.book.runs.written import command_line, record_results  # noqa: E402
 from cflib.cache import EVENTS  # noqa: E402
 
 #: a kernel's line of the book's log announcing a training
@@ -128,6 +129,8 @@ def main(argv=None) -> None:
     table = first_run_table(args.wall, chapter_seconds(Path(args.chapters)), trained,
                             args.workers)
     write_table(table, args.out)
+    record_results([args.out], command_line("benchmarks/first_run.py",
+                                            sys.argv[1:] if argv is None else argv))
     print(table.to_string(index=False))
 
 

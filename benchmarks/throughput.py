@@ -63,6 +63,7 @@ sys.path.insert(0, str(ROOT))
 from cflib.bench import catalog, zoo  # noqa: E402
 from cflib.bench.data import class_subset, load_split  # noqa: E402
 from cflib.bench.results import write_table  # noqa: E402
+from cflib.book.runs.written import command_line, record_results  # noqa: E402
 from cflib.tensors import predict  # noqa: E402
 
 #: which classifier and data each method explains (the table it belongs to, from the catalog)
@@ -491,6 +492,7 @@ def main(argv=None) -> None:
         ops = profile_all(args.methods, args.loop_threads, threads, args.images,
                           max(args.batch_sizes), args.device).assign(machine=machine)
         out = write_table(ops, Path(args.out).with_name("performance_ops.csv"))
+        record_results([out], command_line("benchmarks/throughput.py", sys.argv[1:]))
         print(f"written {out}")
         return
     loop_threads = args.loop_threads
@@ -510,7 +512,8 @@ def main(argv=None) -> None:
         loops["peak_flops_per_s"] = lpeak
         loops["peak_kernel"] = lkernel
         loops["fraction_of_peak"] = loops["flops_per_s"] / lpeak
-        write_table(loops, out_dir / "performance_loops.csv")
+        record_results([write_table(loops, out_dir / "performance_loops.csv")],
+                       command_line("benchmarks/throughput.py", sys.argv[1:]))
 
     rows, cache = [], {}
     for method in args.methods:
@@ -556,7 +559,8 @@ def main(argv=None) -> None:
     df["fraction_of_roofline"] = df["flops_per_s"] / df["roofline_flops_per_s"]
     df["memory_bound"] = df["intensity"] < peak / bandwidth
     out = write_table(df, args.out)
-    write_table(pk, Path(args.out).with_name(Path(args.out).stem + "_machine.csv"))
+    machine_csv = write_table(pk, Path(args.out).with_name(Path(args.out).stem + "_machine.csv"))
+    record_results([out, machine_csv], command_line("benchmarks/throughput.py", sys.argv[1:]))
     print(f"written {out}; largest fraction of peak {df['fraction_of_peak'].max():.3f}")
 
 

@@ -4,7 +4,10 @@
     cflib chapter NAME [--profile P] [--train-seed S] [--data-seed S] [--device D]
                   [--render] [-p NAME VALUE ...]
     cflib book [--rerun]                execute stale chapters (or all), build the HTML
-    cflib verify                        every committed results file matches its notebook
+    cflib verify                        every executed chapter matches its seal, every
+                                        results file the notebook or the run that wrote it
+    cflib record FILE... --by COMMAND   record results files a tool wrote (their sha256,
+                                        the command, the commit) in results/written.json
     cflib stale                         what each chapter needs: nothing, a re-render (its
                                         presentation changed), a re-execution (its compute
                                         changed), and why
@@ -69,8 +72,13 @@ def main(argv=None) -> None:
     bk.add_argument("--train-seed", type=int, default=0)
     bk.add_argument("--data-seed", type=int, default=0)
     sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
-    sub.add_parser("verify", help="refuse (exit 1) when a committed results file does not "
-                                  "match the notebook that wrote it")
+    sub.add_parser("verify", help="refuse (exit 1) when an executed chapter does not match its "
+                                  "seal, or a results file the notebook or the recorded run "
+                                  "that wrote it")
+    rc = sub.add_parser("record", help="record results files that a tool of the project wrote "
+                                       "(results/written.json), so that they may be published")
+    rc.add_argument("files", nargs="+")
+    rc.add_argument("--by", required=True, help="the command that wrote them")
     rf = sub.add_parser("refresh", help="copy a chapter's edited prose into its executed "
                                         "notebook and fill its discussion again (no run)")
     rf.add_argument("name", choices=list(CHAPTERS) + ["all"])
@@ -124,12 +132,36 @@ def main(argv=None) -> None:
     elif args.command == "stale":
         for name in CHAPTERS:
             print(f"{name}: {digests.staleness(name).describe(limit=100)}")
+        from cflib.book.runs.written import check_written
+
+        for problem in check_written(claimed=digests.claimed_outputs(CHAPTERS)):
+            print(f"results: {problem}")
     elif args.command == "verify":
         try:
             digests.refuse_unmatched(CHAPTERS)
         except ValueError as err:
             raise SystemExit(str(err)) from None
-        print("every committed results file matches the notebook that wrote it")
+        print("every executed chapter matches its seal, and every results file the notebook "
+              "or the recorded run that wrote it")
+    elif args.command == "record":
+        from cflib.book.runs.written import record_written
+
+        claimed = digests.claimed_outputs(CHAPTERS)
+        from cflib.book.runs.paths import RESULTS_DIR
+        try:
+            names = [Path(f).resolve().relative_to(RESULTS_DIR.resolve()).as_posix()
+                     for f in args.files]
+        except ValueError:
+            raise SystemExit("cflib record: every file must lie in the book's results/") from None
+        mine = sorted(set(names) & claimed)
+        if mine:
+            raise SystemExit(f"cflib record: {mine} are written by a chapter's notebook, which "
+                             "binds them; re-execute the chapter instead")
+        try:
+            record_written(args.files, args.by)
+        except ValueError as err:
+            raise SystemExit(f"cflib record: {err}") from None
+        print(f"recorded {len(args.files)} file(s) as written by {args.by!r}")
     elif args.command == "refresh":
         for name in (list(CHAPTERS) if args.name == "all" else [args.name]):
             print(f"{name}: prose refreshed -> {assemble.refresh_prose(name)}")

@@ -45,6 +45,7 @@ from cflib.bench.results import write_table
 from cflib.book.chapters import check, run_params
 from cflib.book.runs.execute import build
 from cflib.book.runs.paths import BOOK_RUN
+from cflib.book.runs.written import record_written
 from cflib.book.spread import SWEEP_DIR, merge_seeds, read_sweep, sweep_dir  # noqa: F401
 from cflib.env import scheduler as env_scheduler
 
@@ -156,8 +157,11 @@ def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
                 log.warning("sweep: %s seed %d failed: %s", ch, s, msg)
                 continue
             d = sweep_dir(ch, profile, root, key) / f"seed{s}"
-            for name, df in out["tables"].items():
-                write_table(df, d / name)
+            written = [write_table(df, d / name) for name, df in out["tables"].items()]
+            record_written(written, f"cflib sweep {ch} --seeds {s} --profile {profile}"
+                           + "".join(f" -p {k} {v}" for k, v in (extra or {}).items())
+                           + (f" --device {device}" if device != "cpu" else ""),
+                           Path(root).parent)
             result.task_seconds[(ch, s)] = out["seconds"]
             log.info("sweep: %s seed %d done in %.0f s", ch, s, out["seconds"])
     finally:
@@ -183,7 +187,9 @@ def merge_chapter(chapter: str, profile: str = "standard", root=SWEEP_DIR,
         own = pd.read_csv(book, keep_default_na=False)
     merged, _ = read_sweep(chapter, profile, root, own=own, extra=extra)
     if merged is not None:
-        write_table(merged, sweep_dir(chapter, profile, root, extra) / "merged.csv")
+        path = write_table(merged, sweep_dir(chapter, profile, root, extra) / "merged.csv")
+        record_written([path], f"cflib sweep {chapter} (merge) --profile {profile}",
+                       Path(root).parent)
     return merged
 
 

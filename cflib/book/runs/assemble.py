@@ -9,7 +9,13 @@ from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT
 from cflib.book.chapters import CHAPTERS, check, get_chapter, run_params
-from cflib.book.runs.digests import refuse_unmatched, source_digests, staleness
+from cflib.book.runs.digests import (
+    check_seal,
+    refuse_unmatched,
+    seal_notebook,
+    source_digests,
+    staleness,
+)
 from cflib.book.runs.execute import build
 from cflib.book.runs.notebook import fill_discussion, to_notebook
 from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, output_dirs, rel
@@ -113,8 +119,13 @@ def _order(names, deps) -> list[str]:
 def plan_book(run: dict, rerun: bool = False) -> dict[str, str]:
     """What each chapter of a book's run needs: ``compute`` (re-execute), ``render``
     (re-render from its outputs), ``prose`` (copy the prose in) or ``fresh``; a chapter
-    that reads the results of a chapter that runs is rendered at least.  A chapter whose
-    output files no longer match its notebook is refused (ValueError naming them)."""
+    that reads the results of a chapter that runs is rendered at least.  A notebook that
+    no longer matches its seal, an output file that no longer matches its notebook, and
+    (the book's run) a results file that no longer matches the record of the run that
+    wrote it are refused before anything runs (ValueError naming them)."""
+    from cflib.book.runs.digests import claimed_outputs
+    from cflib.book.runs.written import check_written
+
     plan, bad = {}, []
     deps = dependencies(CHAPTERS)
     for name in CHAPTERS:
@@ -136,6 +147,8 @@ def plan_book(run: dict, rerun: bool = False) -> dict[str, str]:
         plan[name] = kind
         print(f"[{name}] {st.describe()}" + ("" if kind != "render" or st.kind == "presentation"
                                              else f" ({st.presentation[-1]})"), flush=True)
+    if run == BOOK_RUN:
+        bad += check_written(RESULTS_DIR, claimed_outputs(CHAPTERS))
     if bad:
         raise ValueError("refusing to build: " + "; ".join(bad))
     return plan
@@ -214,6 +227,9 @@ def refresh_prose(chapter: str, out_dir: Path | None = None,
     ch = get_chapter(chapter)
     src = to_notebook(ch)
     out = Path(out_dir or CHAPTER_DIR) / f"{ch.name}.ipynb"
+    edited = check_seal(ch, out.parent)
+    if edited:                  # never seal an edit that no run made
+        raise ValueError(f"{chapter}: " + "; ".join(edited))
     done = nbformat.read(out, as_version=4)
     hidden = ("injected-parameters", "cflib-provenance")
     done_cells = [c for c in done.cells
@@ -230,6 +246,7 @@ def refresh_prose(chapter: str, out_dir: Path | None = None,
     meta = done.metadata.get("cflib")
     if meta and "inputs" in meta:        # the prose is an input: record its new digest
         meta["inputs"]["prose"] = source_digests(ch)["prose"]
+    seal_notebook(done)
     return atomic_write(out, lambda tmp: nbformat.write(done, str(tmp)))
 
 

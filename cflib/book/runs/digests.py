@@ -34,7 +34,8 @@ from cflib.book.runs.notebook import COMPUTE, SETUP, cell_kind, discussion_templ
 from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
 
 __all__ = ["source_digests", "input_digests", "output_digests", "staleness", "stale_reasons",
-           "check_outputs", "Staleness", "PRESENTATION_MODULES", "FORMAT"]
+           "check_outputs", "check_seal", "seal", "seal_notebook", "Staleness",
+           "PRESENTATION_MODULES", "FORMAT"]
 
 #: the record format of ``metadata["cflib"]`` (2: compute and presentation apart, outputs)
 FORMAT = 2
@@ -187,13 +188,63 @@ def notebook_record(chapter: str | Chapter, folder: Path = CHAPTER_DIR) -> dict 
     return nbformat.read(path, as_version=4).metadata.get("cflib")
 
 
+def seal(nb) -> str:
+    """sha256 of what an executed notebook shows and records: every cell's type, source
+    and outputs, and its run record (``metadata["cflib"]``: parameters, the digests of
+    its inputs and outputs) but the seal itself.  Written by the run that made the
+    notebook (:func:`seal_notebook`), so an output or a digest edited afterwards no longer
+    matches it."""
+    import nbformat
+
+    nb = nbformat.reads(nbformat.writes(nb), as_version=4)     # as it lies on disk
+    record = {k: v for k, v in nb.metadata.get("cflib", {}).items() if k != "seal"}
+    cells = [{"cell_type": c.cell_type, "source": c.source,
+              "outputs": [{k: v for k, v in o.items() if k != "execution_count"}
+                          for o in c.get("outputs", [])]} for c in nb.cells]
+    return _text_sha(json.dumps({"cells": cells, "record": record}, sort_keys=True,
+                                default=str))
+
+
+def seal_notebook(nb):
+    """Put the notebook's :func:`seal` into its run record (the last step before it is
+    written); returns it."""
+    nb.metadata.setdefault("cflib", {})["seal"] = seal(nb)
+    return nb
+
+
+def check_seal(chapter: str | Chapter, folder: Path = CHAPTER_DIR) -> list[str]:
+    """The chapter's executed notebook, when its cells, outputs or run record no longer
+    match its seal (edited after the run that wrote it), named; empty otherwise or
+    without a notebook."""
+    import nbformat
+
+    ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
+    path = Path(folder) / f"{ch.name}.ipynb"
+    if not path.exists():
+        return []
+    nb = nbformat.read(path, as_version=4)
+    if "cflib" not in nb.metadata:
+        return []
+    fix = (f"`git checkout -- {rel(path)}` to restore the committed one, or re-execute "
+           f"it with `make chapter NB={ch.name}`")
+    if "seal" not in nb.metadata["cflib"]:
+        return [f"{rel(path)} has no seal (written by an older cflib, or by hand): {fix}"]
+    if nb.metadata["cflib"]["seal"] != seal(nb):
+        return [f"{rel(path)} was edited after the run that wrote it (its cells, outputs or "
+                f"run record no longer match its seal): {fix}"]
+    return []
+
+
 def check_outputs(chapter: str | Chapter, results_root: Path = RESULTS_DIR,
                   folder: Path = CHAPTER_DIR) -> list[str]:
-    """The output files of the chapter's notebook that no longer match it (edited,
-    truncated or deleted), each named; empty when every one matches."""
+    """The chapter's notebook when it no longer matches its seal (:func:`check_seal`),
+    and the output files of the notebook that no longer match it (edited, truncated or
+    deleted), each named; empty when every one matches."""
     ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
+    bad = check_seal(ch, folder)
+    if bad:             # its record of the outputs cannot be trusted either
+        return bad
     meta = notebook_record(ch, folder) or {}
-    bad = []
     for name, sha in (meta.get("outputs") or {}).items():
         f = Path(results_root) / name
         if not f.exists():
@@ -205,11 +256,26 @@ def check_outputs(chapter: str | Chapter, results_root: Path = RESULTS_DIR,
     return bad
 
 
+def claimed_outputs(chapters, folder: Path = CHAPTER_DIR) -> set[str]:
+    """Every results file that one of ``chapters``' executed notebooks wrote."""
+    out = set()
+    for c in chapters:
+        out |= set((notebook_record(c, folder) or {}).get("outputs") or {})
+    return out
+
+
 def refuse_unmatched(chapters, results_root: Path = RESULTS_DIR,
                      folder: Path = CHAPTER_DIR) -> None:
-    """Raise a ValueError naming every output file of ``chapters`` that does not match its
-    notebook (what ``cflib readme`` and the book's build call before publishing)."""
+    """Raise a ValueError naming every executed notebook of ``chapters`` that no longer
+    matches its seal, every output file that does not match its notebook, and every other
+    results file that does not match the record of the run that wrote it
+    (:mod:`cflib.book.runs.written`; the book's ``results/``, or a folder with such a
+    record): what ``cflib verify``, ``cflib readme`` and the book's build call before
+    publishing."""
+    from cflib.book.runs.written import check_written
+
     bad = [b for c in chapters for b in check_outputs(c, results_root, folder)]
+    bad += check_written(results_root, claimed_outputs(chapters, folder))
     if bad:
         raise ValueError("refusing to publish results that their notebooks did not write: "
                          + "; ".join(bad))

@@ -35,9 +35,11 @@ from cflib.book.chapters import Chapter, check, get_chapter, run_params
 from cflib.book.runs.digests import (
     FORMAT,
     check_outputs,
+    check_seal,
     input_digests,
     notebook_record,
     output_digests,
+    seal_notebook,
     staleness,
 )
 from cflib.book.runs.notebook import (
@@ -301,8 +303,10 @@ def install(run: ChapterRun, nb, outputs: dict) -> Path:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 install_file(src, dest)
     final = run.final
+    seal_notebook(nb)
     old = nbformat.read(final, as_version=4) if final.exists() else None
-    if old is not None and same_outputs(old, nb) and same_record(old, nb):
+    if (old is not None and same_outputs(old, nb) and same_record(old, nb)
+            and not check_seal(ch, final.parent)):
         print(f"[{ch.name}] done: the same outputs as {rel(final)}, left as it was",
               flush=True)
     else:
@@ -374,7 +378,7 @@ def same_record(old, new) -> bool:
     which commit it ran and how long it took?"""
     def view(nb):
         meta = dict(nb.metadata.get("cflib", {}))
-        for k in ("date", "commit", "seconds", "computed"):
+        for k in ("date", "commit", "seconds", "computed", "seal"):
             meta.pop(k, None)
         return json.dumps(meta, sort_keys=True, default=str)
     return view(old) == view(new)

@@ -1,0 +1,127 @@
+"""The record of every results file that no chapter's notebook wrote: the sweep's seeds
+and merges, the tuning evidence, the benchmark's tables.
+
+A chapter's own results files are bound to its executed notebook (their sha256 in its
+run record, the record sealed: :mod:`cflib.book.runs.digests`).  Everything else under
+``results/`` is written by a tool (``cflib sweep``, ``benchmarks/*.py``,
+``python -m cflib.bench.tuning``), and each tool records what it wrote in
+``results/written.json``: the file's sha256, the command that wrote it, the commit and
+the date.  :func:`check_written` names every file that is in no record, that no longer
+matches its record, or that its record names but which is gone; ``cflib verify``,
+``cflib readme`` and the book's build refuse to publish while it names any.
+
+These digests guard against damage and hand edits, not against forgery: whoever can
+write ``results/`` can write the record too (git's history of both is the audit trail).
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from pathlib import Path
+
+from cflib.book.runs.paths import RESULTS_DIR, commit, rel
+
+__all__ = ["LEDGER", "record_written", "record_results", "command_line", "check_written",
+           "read_ledger"]
+
+#: the record's file name, at the top of a results folder
+LEDGER = "written.json"
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_ledger(root: Path = RESULTS_DIR) -> dict:
+    """``{file relative to root: {"sha256", "by", "commit", "date"}}`` (empty without a
+    record); a record that is not one is a ValueError naming it."""
+    path = Path(root) / LEDGER
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        files = data["files"]
+        if not isinstance(files, dict):
+            raise TypeError("files is not a mapping")
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{rel(path)} is not a record of written results files ({err}); "
+                         f"`git checkout -- {rel(path)}` restores the committed one") from None
+    return files
+
+
+def record_written(paths, by: str, root: Path = RESULTS_DIR) -> dict:
+    """Record ``paths`` (files under ``root``) as written by the command ``by``, now, at
+    this commit; one writer at a time (a file lock).  Returns the record."""
+    from filelock import FileLock
+
+    from cflib.io import atomic_write
+
+    root = Path(root).resolve()
+    ledger = root / LEDGER
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(ledger) + ".lock"):
+        files = read_ledger(root)
+        when, at = datetime.date.today().isoformat(), commit()
+        for p in paths:
+            p = Path(p).resolve()
+            try:
+                name = p.relative_to(root).as_posix()
+            except ValueError:
+                raise ValueError(f"{p} is not under the results folder {root}") from None
+            if not p.is_file():
+                raise ValueError(f"{rel(p)} is not a file: nothing to record")
+            files[name] = {"sha256": _sha(p), "by": by, "commit": at, "date": when}
+        text = json.dumps({"format": 1, "files": dict(sorted(files.items()))}, indent=1) + "\n"
+        atomic_write(ledger, text)
+    return files
+
+
+def record_results(paths, by: str) -> None:
+    """Record those of ``paths`` that lie in the book's ``results/`` (what a benchmark
+    script calls after writing; a file written elsewhere needs no record)."""
+    root = RESULTS_DIR.resolve()
+    mine = [p for p in map(Path, paths) if root in p.resolve().parents]
+    if mine:
+        record_written(mine, by, root)
+
+
+def command_line(script: str, argv) -> str:
+    """How a script was run, as the record names it."""
+    import shlex
+
+    return " ".join([script, *map(shlex.quote, argv)])
+
+
+def check_written(root: Path = RESULTS_DIR, claimed=()) -> list[str]:
+    """Every file under ``root`` that neither a chapter's notebook (``claimed``: names
+    relative to ``root``) nor the record wrote, or that no longer matches its record, and
+    every recorded file that is gone, each named with how to restore it.  Only for the
+    book's ``results/`` and for folders that have a record."""
+    root = Path(root)
+    if not (root / LEDGER).exists() and root.resolve() != RESULTS_DIR.resolve():
+        return []
+    files = read_ledger(root)
+    bad = []
+    for f in sorted(root.rglob("*")):
+        name = f.relative_to(root).as_posix()
+        if (not f.is_file() or name in claimed or name in (LEDGER, LEDGER + ".lock")
+                or any(part.startswith(".") for part in f.relative_to(root).parts)):
+            continue
+        entry = files.get(name)
+        if entry is None:
+            bad.append(f"{rel(f)} was written by no recorded run (no chapter's notebook and "
+                       f"no entry in {rel(root / LEDGER)}): remove it, or, if a tool of the "
+                       f"project wrote it, record it with `cflib record {rel(f)} --by "
+                       "'<the command>'`")
+        elif _sha(f) != entry.get("sha256"):
+            bad.append(f"{rel(f)} does not match the record of the run that wrote it "
+                       f"({entry.get('by')!r}, commit {entry.get('commit')}, "
+                       f"{entry.get('date')}): `git checkout -- {rel(f)}` restores the "
+                       "committed one, or run that command again")
+    for name, entry in sorted(files.items()):
+        if name not in claimed and not (root / name).is_file():
+            bad.append(f"{rel(root / name)} is gone (recorded as written by "
+                       f"{entry.get('by')!r}): `git checkout -- {rel(root / name)}` or run "
+                       "that command again")
+    return bad
