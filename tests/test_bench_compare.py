@@ -12,6 +12,7 @@ shared by this module's tests.
 import hashlib
 import html
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -362,3 +363,48 @@ def test_the_command_refuses_bad_input_with_its_message(args, match, tmp_cache, 
     with pytest.raises(SystemExit, match=match):
         main(["bench", *args, "--profile", "smoke"])
     assert not tmp_cache.exists() or not any(tmp_cache.iterdir())
+
+
+class _StubPlan:
+    """What cflib bench runs, without a network: writes one file into its folder."""
+
+    def __init__(self, out, log):
+        self.out, self.log = Path(out), log
+
+    def run(self):
+        from types import SimpleNamespace
+
+        self.log.append(self.out)
+        (self.out / "comparison.html").write_text("page")
+        return SimpleNamespace(method="Toy", tables=[], profile="smoke", page=self.out / "p",
+                               csv=lambda key: None)
+
+
+def test_two_bench_runs_to_one_out_cannot_both_succeed(tmp_path, monkeypatch, capsys):
+    """A second run to the same --out is refused (unless --force) before it computes; one
+    that finds the folder locked by a running one too."""
+    from filelock import FileLock
+
+    from cflib.bench import compare as compare_mod
+
+    ran = []
+    monkeypatch.setattr(compare_mod, "prepare",
+                        lambda *a, **k: _StubPlan(a[6] if a[6] is not None else tmp_path, ran))
+    args = ["bench", "--method", "tests.fixtures.toy:Toy", "--out", str(tmp_path / "o")]
+    main(args)
+    assert ran == [tmp_path / "o"]
+    with pytest.raises(SystemExit, match="already holds an earlier run's files.*--force"):
+        main(args)
+    assert len(ran) == 1
+    main(args + ["--force"])
+    assert len(ran) == 2
+    with FileLock(str(tmp_path / "o" / ".cflib-bench.lock")):
+        with pytest.raises(SystemExit, match="another cflib bench is writing"):
+            main(args + ["--force"])
+    assert len(ran) == 2
+
+
+def test_a_config_nested_too_deeply_is_refused_with_its_message():
+    deep = "[" * 60_000 + "]" * 60_000
+    with pytest.raises(SystemExit, match="nested too deeply"):
+        main(["bench", "--method", "tests.fixtures.toy:Toy", "--config", deep])

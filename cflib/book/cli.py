@@ -103,6 +103,8 @@ def main(argv=None) -> None:
     bn.add_argument("--out", default=None,
                     help="the folder written (default _build/bench/<method>-<profile>/; "
                          "never inside results/ or book/)")
+    bn.add_argument("--force", action="store_true",
+                    help="replace the files of an earlier run in --out (default: refused)")
     bn.add_argument("--device", default="cpu")
     bn.add_argument("--train-seed", type=int, default=0)
     bn.add_argument("--data-seed", type=int, default=0)
@@ -202,6 +204,10 @@ def bench(args) -> None:
         except json.JSONDecodeError as err:
             raise SystemExit(f"cflib bench: --config is not JSON ({err}): write it like "
                              "'{\"steps\": 50}'") from None
+        except RecursionError:
+            raise SystemExit("cflib bench: --config is nested too deeply to be a config; "
+                             "write its fields as one flat JSON object, like "
+                             "'{\"steps\": 50}'") from None
         if not isinstance(config, dict):
             raise SystemExit(f"cflib bench: --config must be a JSON object of the method's "
                              f"config fields, got {args.config!r}")
@@ -212,8 +218,26 @@ def bench(args) -> None:
     except (ValueError, TypeError, FileNotFoundError) as err:
         notes = "".join(f" {n}" for n in getattr(err, "__notes__", []))
         raise SystemExit(f"cflib bench: {err}{notes}") from None
-    t0 = time.perf_counter()
-    cmp = plan.run()
+    from filelock import FileLock, Timeout
+
+    out = Path(plan.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out / ".cflib-bench.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise SystemExit(f"cflib bench: another cflib bench is writing {out} now; wait for it, "
+                         "or give this run another --out") from None
+    try:
+        earlier = sorted(f.name for f in out.iterdir() if not f.name.startswith("."))
+        if earlier and not args.force:
+            raise SystemExit(f"cflib bench: {out} already holds an earlier run's files "
+                             f"({', '.join(earlier[:3])}{' ...' if len(earlier) > 3 else ''}); "
+                             "give this run another --out, or pass --force to replace them")
+        t0 = time.perf_counter()
+        cmp = plan.run()
+    finally:
+        lock.release()
     print(f"{cmp.method} through {', '.join(cmp.tables)} at profile {cmp.profile} in "
           f"{time.perf_counter() - t0:.0f} s")
     for key in cmp.tables:

@@ -3,7 +3,7 @@
 A reference row for the C3LT table: the REVISE recipe of Joshi, Koyejo, Vijitbenjaronk,
 Kim & Ghosh, *Towards Realistic Individual Recourse and Actionable Explanations in
 Black-Box Decision Making Systems* (2019, arXiv 1907.09615), Sec. 3: a counterfactual is
-searched in the latent space of a generative model,
+searched in the latent space of a generative model::
 
     z* = argmin_z  CE(f(G(z)), t) + lambda * mean |G(z) - x|,     x' = G(z*),
 
@@ -12,7 +12,8 @@ frozen DCGAN generator ``G`` and encoder ``E``, with C3LT's projection after eve
 (``z`` rescaled to the norm of ``z_0``, as ``nonlinear_map_step`` does: the codes stay on
 the sphere the mappings use), it bounds what any method that renders its counterfactual
 as ``G(z)`` with this generator can reach: C3LT's mapping ``g`` is one learned function
-of ``z_0`` for every query, this search is the best per-query answer of the same form.
+of ``z_0`` for every query, this search is one local search per query of the same form
+(its ``lambda`` fixed on a validation pair), not the best answer the generator allows.
 The distance is the table's proximity (the mean absolute change per pixel on [-1, 1]).
 
 Each query is optimised on its own (the loss is a sum of per-image terms, so one batched
