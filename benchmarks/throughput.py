@@ -461,6 +461,9 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads of the timed runs (default: all cores)")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--alone-images", type=int, default=None,
+                    help="time one at a time on the first N queries only (default: all of "
+                         "--images; a short sample where a slot is short, e.g. on a GPU)")
     ap.add_argument("--loop-threads", type=int, default=1,
                     help="threads of the training and search loops (the chapters' 1)")
     ap.add_argument("--skip-loops", action="store_true",
@@ -473,6 +476,8 @@ def main(argv=None) -> None:
                     help="only the operator profile of the loops and the searches "
                          "(performance_ops.csv beside --out), no timings")
     args = ap.parse_args(argv)
+    if args.alone_images is not None and args.alone_images < 1:
+        raise SystemExit(f"--alone-images must be at least 1, got {args.alone_images}")
     for m in args.methods:
         catalog.get_entry(m)
         if m not in SETTING:
@@ -525,19 +530,19 @@ def main(argv=None) -> None:
         base = {"method": method, "device": dev.type, "machine": machine, "threads": threads,
                 "n_images": len(x), "iterative": method in ITERATIVE}
 
-        def row(mode, bs, m, compact=True, single=None):
-            n = len(x)
+        def row(mode, bs, m, compact=True, single=None, n=len(x)):
             per = m["seconds"] / n
-            return {**base, "mode": mode, "batch_size": bs, "compact": compact,
+            return {**base, "n_images": n, "mode": mode, "batch_size": bs, "compact": compact,
                     "seconds": m["seconds"], "seconds_per_cf": per,
                     "flops_per_cf": m["flops"] / n, "bytes_per_cf": m["bytes"] / n,
                     "model_passes_per_cf": m["passes"],
                     "flops_per_s": m["flops"] / m["seconds"],
                     "speedup": 1.0 if single is None else single / per}
 
-        alone = one_at_a_time(build(method, clf, kw, 1), x, target, dev, args.repeats)
-        rows.append(row("one at a time", 1, alone))
-        single = alone["seconds"] / len(x)
+        sample = x[:args.alone_images] if args.alone_images else x
+        alone = one_at_a_time(build(method, clf, kw, 1), sample, target, dev, args.repeats)
+        rows.append(row("one at a time", 1, alone, n=len(sample)))
+        single = alone["seconds"] / len(sample)
         for bs in args.batch_sizes:
             m = batched(build(method, clf, kw, bs), x, target, dev, args.repeats)
             rows.append(row("batched", bs, m, single=single))

@@ -171,3 +171,45 @@ def test_the_alpha_lever_replaces_only_the_datasets_it_measured(c3lt_alpha, tmp_
     assert sorted(back.loc[back["dataset"] == "fmnist", "value"]) == [0.1, 0.2]
     assert sorted(back.loc[back["dataset"] == "mnist", "value"]) == [0.2, 0.4]
     assert [p.name for p in tmp_path.iterdir()] == ["c3lt_alpha.csv"]
+
+
+def test_a_one_at_a_time_sample_below_one_query_is_refused(throughput, monkeypatch):
+    monkeypatch.setattr(throughput, "measure_peak", lambda *a: pytest.fail("measured"))
+    with pytest.raises(SystemExit, match="--alone-images must be at least 1"):
+        throughput.main(["--alone-images", "0", "--methods", "C3LT"])
+
+
+def test_the_chapter_timing_gives_each_method_the_time_to_the_next(tmp_path, monkeypatch):
+    """benchmarks/chapter_timing.py (what make gpu-check times the chapter with): each
+    method's time runs from its runner line to the next one (or the end), summed over
+    pairs, with its images; the networks trained come from the cache's events."""
+    import logging
+    import time
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    timing = _script("chapter_timing")
+    log = logging.getLogger("cflib")
+
+    def fake_run(dataset, pairs, methods, profile, seeds, device):
+        time.sleep(0.05)                              # the shared networks
+        for pair in ("4->9", "3->8"):
+            log.info("%s %s: %s%s on %d images", dataset, pair, "A", "", 3)
+            time.sleep(0.02)
+            log.info("%s %s: %s%s on %d images", dataset, pair, "B", " [kappa=0]", 2)
+            time.sleep(0.1)
+        return SimpleNamespace(results=pd.DataFrame())
+
+    monkeypatch.setattr(timing.c3lt, "run_c3lt_table", fake_run)
+    calls = iter([[], [{"event": "trained", "entry": "dcgan-1.pt", "seconds": "8.9"}]])
+    monkeypatch.setattr(timing, "events", lambda: next(calls))
+    out = tmp_path / "t.csv"
+    timing.main(["--device", "cpu", "--out", str(out)])
+    df = pd.read_csv(out).set_index("part")
+    assert df.loc["method: A", "images"] == 6 and df.loc["method: B [kappa=0]", "images"] == 4
+    assert 0.04 <= df.loc["method: A", "seconds"] < 0.15
+    assert 0.2 <= df.loc["method: B [kappa=0]", "seconds"] < 0.4
+    assert 0.05 <= df.loc["before the first method (shared networks, data)", "seconds"] < 0.1
+    assert df.loc["trained: dcgan-1.pt", "seconds"] == 8.9
+    assert df.loc["total", "seconds"] >= 0.29 and set(df["pairs"]) == {"4->9 3->8"}
