@@ -107,6 +107,7 @@ def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched):
     assert prox["Query (unchanged)"] == 0 < prox["Toy"] < prox["Original Data"]
 
     body = page.read_text()
+    assert '<meta name="viewport" content="width=device-width' in body   # phones
     text = page_text(page)
     assert "Toy beside the book's tables" in text
     for method in ("Toy", "Original Data", "Query (unchanged)"):

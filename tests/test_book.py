@@ -173,7 +173,7 @@ def test_executed_chapters_record_their_inputs_and_hide_plumbing(results_dir, bo
     assert {"mnist_eval.csv", "mnist_eval_counterfactuals.pt"} <= set(meta["outputs"])
     assert not check_outputs("mnist_eval", results_dir, book_dir / "book" / "chapters")
     code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all({"hide-input", "remove-cell"} & set(c.metadata.get("tags", [])) for c in code)
+    assert all({"remove-input", "remove-cell"} & set(c.metadata.get("tags", [])) for c in code)
     assert not any(o.get("name") == "stderr" for c in code for o in c.get("outputs", []))
     assert "This page was executed" in nb.cells[1].source
 
@@ -260,6 +260,11 @@ def test_refresh_prose_only_when_code_is_unchanged(results_dir, book_dir, tmp_pa
                 and "injected-parameters" not in c.metadata.get("tags", []))
     code.source += "\nprint('changed')"
     nbformat.write(nb, tmp_path / "mnist_eval.ipynb")
+    with pytest.raises(ValueError, match="was edited after the run"):    # not by a run
+        refresh_prose("mnist_eval", out_dir=tmp_path)
+    from cflib.book.runs.digests import seal_notebook
+
+    nbformat.write(seal_notebook(nb), tmp_path / "mnist_eval.ipynb")      # an older run's
     with pytest.raises(ValueError, match="re-run"):
         refresh_prose("mnist_eval", out_dir=tmp_path)
 
@@ -289,7 +294,10 @@ out.shrunk = Array.from(document.querySelectorAll('div.cell_output img')).filter
   i => [i.naturalWidth, Math.round(i.getBoundingClientRect().width)]);
 out.links = Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'));
 out.stderr = document.querySelectorAll('.output.stderr, .stderr').length;
-out.shown_code = document.querySelectorAll('div.cell:not(.tag_hide-input) div.cell_input').length;
+out.shown_code = document.querySelectorAll('div.cell div.cell_input').length;
+// Jupyter Book's toggle bars ("Show code cell source"): none on a chapter
+out.code_bars = Array.from(document.querySelectorAll('summary, button, .toggle-button')).filter(
+  e => /show code cell/i.test(e.textContent)).length;
 out.text = document.body.innerText;
 const main = document.querySelector('main, article, .bd-article') || document.body;
 const article = document.querySelector('article, .bd-article') || main;
@@ -467,7 +475,9 @@ def test_every_page_in_a_real_browser(html, site, browser):
                 if res["stderr"]:
                     problems.append(f"{tag}: {res['stderr']} stderr block(s) shown")
                 if res["shown_code"]:
-                    problems.append(f"{tag}: {res['shown_code']} code cell(s) not collapsed")
+                    problems.append(f"{tag}: {res['shown_code']} code cell(s) shown")
+                if res["code_bars"]:
+                    problems.append(f"{tag}: {res['code_bars']} 'Show code cell' bar(s)")
                 if res["wide_tables"]:
                     problems.append(f"{tag}: table(s) wider than the column {res['wide_tables'][:3]}")
                 if res["raw_index"]:

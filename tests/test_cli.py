@@ -40,6 +40,7 @@ def _notebook(folder, name, record):
     nb = nbformat.v4.new_notebook()
     if record is not None:
         nb.metadata["cflib"] = record
+        digests.seal_notebook(nb)               # as the run that wrote it does
     nbformat.write(nb, folder / f"{name}.ipynb")
 
 
@@ -80,8 +81,9 @@ def test_verify_passes_matching_outputs_and_refuses_an_edited_one(scratch, capsy
     sha = hashlib.sha256(b"a,b\n1,2\n").hexdigest()[:16]
     _notebook(chapters, name, {"outputs": {"table.csv": sha}})
     cli.main(["verify"])
-    assert capsys.readouterr().out == ("every committed results file matches the notebook "
-                                       "that wrote it\n")
+    assert capsys.readouterr().out == ("every executed chapter matches its seal, and every "
+                                       "results file the notebook or the recorded run that "
+                                       "wrote it\n")
     (res / "table.csv").write_text("a,b\n1,3\n")                # edited since the run
     with pytest.raises(SystemExit) as err:
         cli.main(["verify"])

@@ -81,7 +81,7 @@ def project(tmp_path, monkeypatch):
                                        res, outputs)
         nb = nbformat.v4.new_notebook()
         nb.metadata["cflib"] = {"format": digests.FORMAT, "inputs": inputs, "outputs": outputs}
-        nbformat.write(nb, folder / "toy.ipynb")
+        nbformat.write(digests.seal_notebook(nb), folder / "toy.ipynb")
 
     record()
     return {"root": root, "ch": ch, "params": params, "folder": folder, "res": res,

@@ -187,6 +187,7 @@ def bench_page(cmp) -> str:
             str(page_table(_run_table(cmp)))]
     body += [bench_section(tc) for tc in cmp.tables.values()]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{html.escape(title)}</title><style>{_PAGE_CSS}{css}</style></head>"
             "<body>\n" + "\n".join(body) + "\n</body></html>\n")
 

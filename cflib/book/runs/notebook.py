@@ -133,7 +133,9 @@ def clean(nb, chapter: Chapter, params: dict, provenance: str) -> dict:
             if "injected-parameters" in tags or "parameters" in tags:
                 cell.metadata["tags"] = sorted(set(tags) | {"remove-cell"})
             else:
-                cell.metadata["tags"] = sorted(set(tags) | {"hide-input"})
+                # the page shows what the code made, not the code: the notebook (the page's
+                # download button) and its source under notebooks/ hold it
+                cell.metadata["tags"] = sorted(set(tags) | {"remove-input"})
         keep.append(cell)
     nb.cells = keep
     # the provenance line right under the title
