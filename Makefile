@@ -73,7 +73,7 @@ stale: $(VENV)/.installed
 # the HTML book from the committed executed chapters only (Jupyter Book 1, execution off)
 html: $(VENV)/.installed
 	$(VENV)/bin/cflib verify
-	$(VENV)/bin/jupyter-book build . --quiet
+	$(VENV)/bin/jupyter-book build . --quiet -W --keep-going
 	@echo "Book: _build/html/index.html"
 
 # what the suite needs beside the venv: headless Chromium and its driver for the browser

@@ -13,25 +13,8 @@
 # %% [markdown]
 # # How fast the methods run, batched and alone
 #
-# Every explainer of `cflib` takes a whole batch: the search for each image runs as
-# one batched tensor computation, and a query that has finished is dropped from the
-# batch's later passes.  This page measures what that buys.  For every method of the
-# catalog, the same query images are explained one at a time and in batches of several
-# sizes on the machine that built the page (`benchmarks/throughput.py`, `make benchmark`;
-# `DEVICE=cuda` on a GPU).  The floating-point work and the bytes each operator reads and
-# writes are counted (matmuls and convolutions, forward and backward), so the achieved
-# rate can be set against a true bound: the machine's **measured peak** (the best rate
-# of large matrix products and convolutions at the benchmark's thread count) and the
-# **roofline** {cite:p}`williams2008roofline` at each method's arithmetic intensity, the
-# lower of the peak and intensity × the measured copy bandwidth.
-#
-# The methods run with the iteration budgets and the networks of the `smoke` profile
-# (the same architectures as the chapters, trained less): the time of one iteration,
-# and so every ratio here, does not depend on how many iterations a profile asks for.
-# `CEM (paper budget)` is CEM with more iterations and is left out; the reference rows
-# (`Original Data`, `Query (unchanged)`) run no search and are left out of the table and
-# the figures.  The chapters' own timings (at their profile) are at the end, beside the
-# papers'.
+# How much faster is each explainer on a whole batch than one image at a time, and how
+# close does it come to what this machine can do?
 
 # %% tags=["parameters"]
 profile: str = "standard"   # the profile of the chapters' results this page reads
@@ -55,12 +38,130 @@ perf = results.read_table(Path(p.results_dir) / "performance.csv")
 machine_file = Path(p.results_dir) / "performance_machine.csv"
 threads = int(perf["threads"].iloc[0]) if "threads" in perf.columns else 1
 threads = "1 CPU thread" if threads == 1 else f"{threads} CPU threads"
-display(Markdown(f"Measured on: {perf['machine'].iloc[0]} (device `{perf['device'].iloc[0]}`), "
-                 f"{int(perf['n_images'].iloc[0])} images per method, {threads}."))
+table = report.performance_table(perf)
+loops_file = Path(p.results_dir) / "performance_loops.csv"
+loops = results.read_table(loops_file) if loops_file.exists() else None
+ops = report.read_ops(p.results_dir)
+
+# %%
+it = table[table["speed-up ×"].notna()]
+best = it["speed-up ×"].idxmax()
+worst = it["speed-up ×"].idxmin()
+peak = it["% of peak batched"]
+kept = table.get("passes/CF, none dropped")
+lines = [
+    f"- **Batching pays for every method**: the best batch is "
+    f"{report.fmt(it['speed-up ×'].min())}× ({worst}) to "
+    f"{report.fmt(it['speed-up ×'].max())}× ({best}) faster per counterfactual than one "
+    f"image at a time (median {report.fmt(it['speed-up ×'].median())}×, "
+    f"{len(it)} methods, one machine, best of the benchmark's repeats).",
+    f"- **Share of the measured peak**: batched, the methods reach "
+    f"{report.fmt(peak.min())} % to {report.fmt(peak.max())} % of it "
+    f"(median {report.fmt(peak.median())} %); one at a time "
+    f"{report.fmt(it['% of peak alone'].min())} % to "
+    f"{report.fmt(it['% of peak alone'].max())} %.  The small classifiers of these "
+    f"tables leave each operator little work: the rest of the time goes to launching "
+    f"operators and to memory traffic.",
+]
+if kept is not None and kept.notna().any():
+    k = table[kept.notna()]
+    saved = 1 - k["passes/CF"] / k["passes/CF, none dropped"]
+    lines.append(
+        f"- **Dropping finished queries** saves {report.fmt(100 * saved.min())} % to "
+        f"{report.fmt(100 * saved.max())} % of the model passes of the methods that stop "
+        f"per query ({', '.join(k.index)}).")
+searching = perf.loc[perf["iterative"].astype(str) == "True", "method"].unique()
+searches = table[table["% of peak batched"].notna() & table.index.isin(searching)]
+low = searches[searches["% of peak batched"] < 35]
+if len(low):
+    line = (f"- **Searches below 35 % of the peak**: {len(low)} of {len(searches)} "
+            f"({', '.join(low.index)}), at "
+            f"{report.fmt(low['% of peak batched'].min())} % to "
+            f"{report.fmt(low['% of peak batched'].max())} %.")
+    if ops is not None:
+        dense = report.dense_share(ops).reindex(low.index).dropna()
+        inside = report.dense_rate(perf, ops).reindex(low.index).dropna()
+        if len(dense) and len(inside):
+            line += (f"  The operator profile shows what bounds them (below): batched, "
+                     f"they spend {report.fmt(100 * dense.min())} % to "
+                     f"{report.fmt(100 * dense.max())} % of their time in convolutions and "
+                     f"matrix products, the rest in pooling, elementwise operators and outside "
+                     f"any operator; and within their dense operators they run at "
+                     f"{report.fmt(100 * inside.min())} % to {report.fmt(100 * inside.max())} % "
+                     f"of the peak: the small classifiers' convolutions on 28 × 28 images "
+                     f"do not fill the machine as the peak's large kernels do.")
+    lines.append(line)
+if loops_file.exists():
+    lt = report.loops_table(loops)
+    slow = (report.dense_share(ops).reindex(
+        lt.index[lt["speed-up ×"] < 1.5]).dropna() if ops is not None else [])
+    fast = lt[lt["speed-up ×"] >= 1.5]
+    rest = lt.loc[~lt.index.isin(fast.index), "speed-up ×"]
+    lines.append(
+        f"- **The chapters' loops**: the speed paths make {len(fast)} of {len(lt)} loops at "
+        f"least 1.5× faster ({', '.join(fast.index) or 'none'})"
+        + (f"; the others gain {report.fmt(rest.min())}× to {report.fmt(rest.max())}×"
+           if len(rest) else "")
+        + f".  After them the loops run at {report.fmt(lt['% of peak after'].min())} % to "
+        f"{report.fmt(lt['% of peak after'].max())} % of the one-thread peak."
+        + (f"  The profile says why the others gain less: they spend "
+           f"{report.fmt(100 * slow.min())} % to {report.fmt(100 * slow.max())} % of their "
+           f"time inside convolutions and matrix products already, which no speed path "
+           f"shortens (a DCGAN in training computes its batch norms from each batch, so "
+           f"they cannot be folded into its convolutions)." if len(slow) else ""))
+short = [
+    f"- **Batching pays for every method**: the best batch is "
+    f"{report.fmt(it['speed-up ×'].min())}× to {report.fmt(it['speed-up ×'].max())}× faster "
+    "per counterfactual than one image at a time.",
+    f"- **Batched, the methods reach {report.fmt(peak.min())} % to {report.fmt(peak.max())} % "
+    "of the measured peak**: the small classifiers leave each operator little work.",
+]
+if kept is not None and kept.notna().any():
+    short.append(f"- **Dropping finished queries saves up to {report.fmt(100 * saved.max())} % "
+                 "of the model passes** of the searches that stop per query.")
+if len(low):
+    short.append(f"- **{len(low)} of {len(searches)} searches stay below 35 % of the peak**: "
+                 "their time goes to small operators and launches (the profile below).")
+if loops_file.exists():
+    short.append(f"- **The speed paths make {len(fast)} of {len(lt)} of the chapters' loops at "
+                 "least 1.5× faster.**")
+display(Markdown("**What the measurements show**, on the machine named under the table.\n\n"
+                 + "\n".join(short)))
+details = "\n".join(lines)
+
+# %%
+display(Markdown(f"**Every method, batched and alone**, measured on: {perf['machine'].iloc[0]} "
+                 f"(device `{perf['device'].iloc[0]}`), {int(perf['n_images'].iloc[0])} images per "
+                 f"method, {threads}."))
+display(report.page_table(table))
+report.fold("What the measurements show, in detail", details)
+
+# %% [markdown]
+# ## How it was measured
+#
+# Every explainer of `cflib` takes a whole batch: the search for each image runs as
+# one batched tensor computation, and a query that has finished is dropped from the
+# batch's later passes.  This page measures what that buys.  For every method of the
+# catalog, the same query images are explained one at a time and in batches of several
+# sizes on the machine that built the page (`benchmarks/throughput.py`, `make benchmark`;
+# `DEVICE=cuda` on a GPU).  The floating-point work and the bytes each operator reads and
+# writes are counted (matmuls and convolutions, forward and backward), so the achieved
+# rate can be set against a true bound: the machine's **measured peak** (the best rate
+# of large matrix products and convolutions at the benchmark's thread count) and the
+# **roofline** {cite:p}`williams2008roofline` at each method's arithmetic intensity, the
+# lower of the peak and intensity × the measured copy bandwidth.
+#
+# The methods run with the iteration budgets and the networks of the `smoke` profile
+# (the same architectures as the chapters, trained less): the time of one iteration,
+# and so every ratio here, does not depend on how many iterations a profile asks for.
+# `CEM (paper budget)` is CEM with more iterations and is left out; the reference rows
+# (`Original Data`, `Query (unchanged)`) run no search and are left out of the table and
+# the figures.  The chapters' own timings (at their profile) are at the end, beside the
+# papers'.
+
+# %%
 if machine_file.exists():
     display(report.page_table(report.machine_table(results.read_table(machine_file))))
-table = report.performance_table(perf)
-report.page_table(table)
 
 # %% [markdown]
 # ## The chapters' own loops, before and after the speed paths
@@ -76,9 +177,7 @@ report.page_table(table)
 # iterations.
 
 # %%
-loops_file = Path(p.results_dir) / "performance_loops.csv"
-if loops_file.exists():
-    loops = results.read_table(loops_file)
+if loops is not None:
     display(Markdown(f"At one thread the peak is **{report.fmt(loops['peak_flops_per_s'].iloc[0] / 1e9)} "
                      f"GFLOP/s** ({loops['peak_kernel'].iloc[0]}, the median of its repeats)."))
     display(report.page_table(report.loops_table(loops)))
@@ -99,7 +198,6 @@ else:
 # is an upper bound).
 
 # %%
-ops = report.read_ops(p.results_dir)
 if ops is not None:
     display(report.fold("Operator profile: the share of each loop's and search's time per "
                         "operator family", report.ops_table(ops)))
@@ -143,6 +241,30 @@ timings = {"MNIST": results.read_results("mnist_eval", p.results_dir),
 report.page_table(report.timing_beside_papers(timings))
 
 # %% [markdown]
+# ## A chapter on a GPU
+#
+# `make gpu-check` runs on a machine with a GPU, with that machine's own Python and an
+# empty cache: the device tests, then the MNIST C3LT chapter's compute at `standard`
+# (every network trained there, every method on the chapter's pairs), timed part by
+# part (`benchmarks/chapter_timing.py`): a method's time runs from its start on a pair
+# to the next method's, so it holds its own training (C3LT's mappings, ExpGAN) and its
+# scoring.
+
+# %%
+gpu = report.read_gpu_chapter(p.results_dir)
+if gpu is not None:
+    g = report.gpu_chapter_table(gpu)
+    top = g.drop(index="total").sort_values("seconds").index[-1]
+    display(Markdown(
+        f"On one {gpu['machine'].iloc[0]} (torch {gpu['torch'].iloc[0]}) the chapter's compute "
+        f"took **{report.fmt(g.loc['total', 'seconds'])} s** from an empty cache, pairs "
+        f"{gpu['pairs'].iloc[0]}; the largest part: {top} "
+        f"({report.fmt(g.loc[top, '% of the run'])} %)."))
+    display(report.fold("Each part of the chapter's compute on the GPU", g))
+else:
+    display(Markdown("No chapter was timed on a GPU (`make gpu-check` on a machine with one)."))
+
+# %% [markdown]
 # ## The whole book from an empty cache
 #
 # A fresh clone renders the committed chapters without computing anything.  Re-executing
@@ -171,74 +293,3 @@ if first is not None:
 else:
     display(Markdown("The book's first run on an empty cache was not measured on this "
                      "machine (`benchmarks/first_run.py`)."))
-
-# %% [markdown]
-# ## What the measurements show
-
-# %%
-it = table[table["speed-up ×"].notna()]
-best = it["speed-up ×"].idxmax()
-worst = it["speed-up ×"].idxmin()
-peak = it["% of peak batched"]
-kept = table.get("passes/CF, none dropped")
-lines = [
-    f"- **Batching pays for every method**: the best batch is "
-    f"{report.fmt(it['speed-up ×'].min())}× ({worst}) to "
-    f"{report.fmt(it['speed-up ×'].max())}× ({best}) faster per counterfactual than one "
-    f"image at a time (median {report.fmt(it['speed-up ×'].median())}×, "
-    f"{len(it)} methods, one machine, best of the benchmark's repeats).",
-    f"- **Share of the measured peak**: batched, the methods reach "
-    f"{report.fmt(peak.min())} % to {report.fmt(peak.max())} % of it "
-    f"(median {report.fmt(peak.median())} %); one at a time "
-    f"{report.fmt(it['% of peak alone'].min())} % to "
-    f"{report.fmt(it['% of peak alone'].max())} %.  The small classifiers of these "
-    f"tables leave each operator little work: the rest of the time goes to launching "
-    f"operators and to memory traffic.",
-]
-if kept is not None and kept.notna().any():
-    k = table[kept.notna()]
-    saved = 1 - k["passes/CF"] / k["passes/CF, none dropped"]
-    lines.append(
-        f"- **Dropping finished queries** saves {report.fmt(100 * saved.min())} % to "
-        f"{report.fmt(100 * saved.max())} % of the model passes of the methods that stop "
-        f"per query ({', '.join(k.index)}).")
-searching = perf.loc[perf["iterative"].astype(str) == "True", "method"].unique()
-searches = table[table["% of peak batched"].notna() & table.index.isin(searching)]
-low = searches[searches["% of peak batched"] < 35]
-if len(low):
-    line = (f"- **Searches below 35 % of the peak**: {len(low)} of {len(searches)} "
-            f"({', '.join(low.index)}), at "
-            f"{report.fmt(low['% of peak batched'].min())} % to "
-            f"{report.fmt(low['% of peak batched'].max())} %.")
-    if ops is not None:
-        dense = report.dense_share(ops).reindex(low.index).dropna()
-        inside = report.dense_rate(perf, ops).reindex(low.index).dropna()
-        if len(dense) and len(inside):
-            line += (f"  The operator profile shows what bounds them (table above): batched, "
-                     f"they spend {report.fmt(100 * dense.min())} % to "
-                     f"{report.fmt(100 * dense.max())} % of their time in convolutions and "
-                     f"matrix products, the rest in pooling, elementwise operators and outside "
-                     f"any operator; and within their dense operators they run at "
-                     f"{report.fmt(100 * inside.min())} % to {report.fmt(100 * inside.max())} % "
-                     f"of the peak: the small classifiers' convolutions on 28 × 28 images "
-                     f"do not fill the machine as the peak's large kernels do.")
-    lines.append(line)
-if loops_file.exists():
-    lt = report.loops_table(loops)
-    slow = (report.dense_share(ops).reindex(
-        lt.index[lt["speed-up ×"] < 1.5]).dropna() if ops is not None else [])
-    fast = lt[lt["speed-up ×"] >= 1.5]
-    rest = lt.loc[~lt.index.isin(fast.index), "speed-up ×"]
-    lines.append(
-        f"- **The chapters' loops**: the speed paths make {len(fast)} of {len(lt)} loops at "
-        f"least 1.5× faster ({', '.join(fast.index) or 'none'})"
-        + (f"; the others gain {report.fmt(rest.min())}× to {report.fmt(rest.max())}×"
-           if len(rest) else "")
-        + f".  After them the loops run at {report.fmt(lt['% of peak after'].min())} % to "
-        f"{report.fmt(lt['% of peak after'].max())} % of the one-thread peak."
-        + (f"  The profile says why the others gain less: they spend "
-           f"{report.fmt(100 * slow.min())} % to {report.fmt(100 * slow.max())} % of their "
-           f"time inside convolutions and matrix products already, which no speed path "
-           f"shortens (a DCGAN in training computes its batch norms from each batch, so "
-           f"they cannot be folded into its convolutions)." if len(slow) else ""))
-display(Markdown("\n".join(lines)))

@@ -162,7 +162,8 @@ display(Markdown(report.bench_reading(tc)))
 # The first queries of the pair (columns), the method's counterfactual beside the
 # reference rows' and each one's change from the query (red: ink added, blue: ink
 # removed); a red frame marks a counterfactual the classifier does not assign to the
-# target.
+# target, a grey dashed frame a query it already assigned to the target (never counted as
+# valid).
 
 # %%
 for fig in report.bench_grid(tc):

@@ -59,9 +59,10 @@ def results_dir(tmp_path_factory, book_dir):
 def html(results_dir, book_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("html")
     jb = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(book_dir),
-          "--path-output", str(out), "--quiet"]
+          "--path-output", str(out), "--quiet", "-W", "--keep-going"]    # a warning fails
     proc = subprocess.run(jb, capture_output=True, text=True, cwd=book_dir)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "WARNING" not in proc.stderr, proc.stderr[-3000:]
     return out / "_build" / "html"
 
 
@@ -283,6 +284,11 @@ TABLE_ROWS = {
 #: MAX_TABLES tables shown (the rest folded)
 TABLE_CHAPTERS = ("mnist_eval", "fashion_mnist_test", "mnist_bayesian", "fashion_mnist_quant")
 SCREEN_PX, MAX_PAGE_PX, MAX_TABLES = 1000, 10_000, 12
+#: the chapters that open with their answer: the verdict (at most MAX_VERDICT bullets) and
+#: the headline table's header above ANSWER_PX[width] (a desk's first screen at 1400 x
+#: 1000, a phone's first two at 400 x 850)
+ANSWER_CHAPTERS = TABLE_CHAPTERS + ("performance",)
+ANSWER_PX, MAX_VERDICT = {1400: 1000, 400: 1700}, 5
 
 _PAGE_CHECKS = """
 const out = {};
@@ -341,8 +347,19 @@ const main_table = tables.find(t => {
 });
 out.main_table = main_table ? {top: Math.round(main_table.getBoundingClientRect().top + window.scrollY),
                                 width: Math.round(main_table.scrollWidth)} : null;
+// the chapter's answer: the verdict (the list after "What this shows") and the headline
+// table (the first shown table)
+const lead = Array.from(article.querySelectorAll('p')).find(
+  p => /^What (this|the measurements) show/.test(p.innerText.trim()));
+let verdict = lead ? lead.nextElementSibling : null;
+while (verdict && verdict.tagName !== 'UL') verdict = verdict.nextElementSibling;
+out.verdict = verdict ? {bottom: Math.round(verdict.getBoundingClientRect().bottom + window.scrollY),
+                         items: verdict.children.length} : null;
+const head = tables.length ? (tables[0].querySelector('thead') || tables[0]) : null;
+out.headline = head ? Math.round(head.getBoundingClientRect().top + window.scrollY) : null;
 out.column = Math.round(column);
 out.height = document.body.scrollHeight;
+out.overflow = document.documentElement.scrollWidth - window.innerWidth;
 // folded tables (in a closed <details>): formatted as page tables, no Python literals
 out.raw_folded = Array.from(document.querySelectorAll('details:not([open]) table')).filter(
   t => Array.from(t.querySelectorAll('td, th')).some(
@@ -437,6 +454,23 @@ def test_every_page_in_a_real_browser(html, site, browser):
             if res["raw_folded"]:
                 problems.append(f"{tag}: {res['raw_folded']} folded table(s) with NaN / None / "
                                 "True text")
+            if res["overflow"] > 2:
+                problems.append(f"{tag}: the page is {res['overflow']} px wider than the "
+                                "window (scrolls sideways)")
+            if Path(page).stem in ANSWER_CHAPTERS:
+                verdict, limit = res["verdict"], ANSWER_PX[width]
+                if verdict is None:
+                    problems.append(f"{tag}: no verdict (a list after 'What this shows')")
+                else:
+                    if verdict["bottom"] >= limit:
+                        problems.append(f"{tag}: the verdict ends at y = {verdict['bottom']}, "
+                                        f"not above {limit}")
+                    if verdict["items"] > MAX_VERDICT:
+                        problems.append(f"{tag}: the verdict has {verdict['items']} bullets "
+                                        f"(at most {MAX_VERDICT})")
+                if res["headline"] is None or res["headline"] >= limit:
+                    problems.append(f"{tag}: the headline table's header at y = "
+                                    f"{res['headline']}, not above {limit}")
             if Path(page).stem in TABLE_CHAPTERS:
                 main, screens = res["main_table"], 1 if width == 1400 else 2
                 if main is None:

@@ -608,3 +608,35 @@ def test_a_discussion_quotes_a_sweep_only_where_its_chapter_reads_it(tmp_path):
     alone = rank_summary(rank_methods(frames, [s.name for s in C3LT_METRICS],
                                       paper_rows("c3lt")))
     pd.testing.assert_frame_equal(cross.ranks(), alone)
+
+
+def test_the_grid_frames_an_already_target_query_apart_from_a_failure():
+    """Validity as defined: a query the classifier already puts in the target never counts
+    as valid, and the grid frames it grey and dashed, not red like a failure."""
+    import matplotlib
+    import torch
+
+    from cflib.book.report.figures import plot_cf_grid
+
+    class CF:
+        def __init__(self):
+            self.x = torch.zeros(3, 1, 4, 4)
+            self.x_cf = torch.zeros(3, 1, 4, 4)
+            self.target = torch.tensor([9, 9, 9])
+            self.pred = torch.tensor([9, 4, 4])          # the first is already a 9
+            self.success = torch.tensor([False, False, True])
+
+        def __len__(self):
+            return 3
+
+    fig = plot_cf_grid({("4->9", "M"): CF()}, "4->9", ["M"], n=3, with_diff=False)
+    axes = fig.axes
+    colors = [matplotlib.colors.to_hex(axes[3 + c].spines["top"].get_edgecolor())
+              for c in range(3)]
+    styles = [axes[3 + c].spines["top"].get_linestyle() for c in range(3)]
+    assert colors[0] == "#888888" and styles[0] == "--"        # already in the target
+    assert colors[1] == "#ff0000" and styles[1] == "-"         # a failure
+    assert colors[2] != "#ff0000"                               # a success: no frame
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

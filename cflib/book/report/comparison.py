@@ -153,7 +153,8 @@ def bench_section(tc) -> str:
     parts.append(f"<p>{html.escape(bench_reading(tc))}</p>")
     parts.append("<h3>Counterfactuals</h3><p>The method's counterfactuals beside the "
                  "reference rows' on the same queries; a red frame: not assigned to the "
-                 "target" + (" (with each its change from the query: red ink added, blue "
+                 "target; a grey dashed frame: a query the classifier already assigned to "
+                 "the target, which never counts as valid" + (" (with each its change from the query: red ink added, blue "
                              "removed)." if t.kind == "c3lt" else ".") + "</p>")
     for fig in bench_grid(tc):
         parts.append(_figure_html(fig, f"{tc.method} beside the reference rows"))

@@ -59,10 +59,20 @@ def _figure(nrows=1, ncols=1, height=4.0, width=PAGE_WIDTH, **kw):
     return plt.subplots(nrows, ncols, figsize=(min(width, PAGE_WIDTH), height), **kw)
 
 
-def _frame(ax, color: str = "red", width: float = 2.0) -> None:
+def _frame(ax, color: str = "red", width: float = 2.0, style: str = "-") -> None:
     for s in ax.spines.values():
         s.set_edgecolor(color)
         s.set_linewidth(width)
+        s.set_linestyle(style)
+
+
+def already_target(cf, i: int) -> bool:
+    """Did the classifier already assign query ``i`` to its target (so that its
+    counterfactual never counts as valid, whatever it shows)?"""
+    if getattr(cf, "pred", None) is None or getattr(cf, "target", None) is None:
+        return False
+    target = cf.target[i] if getattr(cf.target, "ndim", 0) else cf.target
+    return bool(cf.pred[i] == target)
 
 
 def _img(ax, img, cmap="gray", vmin=-1, vmax=1):
@@ -87,7 +97,8 @@ def plot_cf_grid(counterfactuals: dict, pair: str, methods, n: int = 4, with_dif
     """Rows: the query, then each method; columns: ``n`` fixed query images, each with the
     method's difference from the query beside it (red: ink added, blue: removed).
 
-    Counterfactuals that fail to reach the target get a red frame.
+    Counterfactuals that fail to reach the target get a red frame; a query the
+    classifier already assigned to the target (never counted as valid) a grey dashed one.
     """
     methods = [m for m in methods if (pair, m) in counterfactuals]
     per = 2 if with_diff else 1
@@ -110,7 +121,9 @@ def plot_cf_grid(counterfactuals: dict, pair: str, methods, n: int = 4, with_dif
                     axes[1 + k, per * c + 1].axis("off")
                 continue
             _img(ax, cf.x_cf[c])
-            if not bool(cf.success[c]):
+            if already_target(cf, c):
+                _frame(ax, color="#888888", style="--")
+            elif not bool(cf.success[c]):
                 _frame(ax)
             if with_diff:
                 _img(axes[1 + k, per * c + 1], (cf.x_cf[c] - cf.x[c]), cmap="bwr", vmin=-2, vmax=2)
@@ -167,7 +180,8 @@ def plot_seconds(results: pd.DataFrame):
 
 def plot_bayes_grid(cfs: dict, methods, n: int = 6, repeat: int = 0, title: str | None = None):
     """Rows: the query, then each method; columns: the first ``n`` queries of a repeat
-    (label → target above).  A red frame: the posterior-mean decision is not the target."""
+    (label → target above).  A red frame: the posterior-mean decision is not the target; a
+    grey dashed one: the query was already in its target (never counted as valid)."""
     x, y, t, _ = cfs["queries"][repeat]
     methods = [m for m in methods if m in cfs]
     n = min(n, len(x))
@@ -181,7 +195,9 @@ def plot_bayes_grid(cfs: dict, methods, n: int = 6, repeat: int = 0, title: str 
             cf = cfs[m][repeat]
             ax = axes[1 + k, c]
             _img(ax, cf.x_cf[c])
-            if not bool(cf.success[c]):
+            if already_target(cf, c):
+                _frame(ax, color="#888888", style="--")
+            elif not bool(cf.success[c]):
                 _frame(ax)
     for r, label in enumerate(["query", *methods]):
         axes[r, 0].set_ylabel(label, rotation=0, ha="right", va="center", fontsize=11)

@@ -579,6 +579,45 @@ def read_ops(results_dir) -> pd.DataFrame | None:
     return None
 
 
+def read_gpu_chapter(results_dir) -> pd.DataFrame | None:
+    """A C3LT chapter's compute timed part by part on a GPU
+    (``performance-cuda_chapter.csv``, written by ``make gpu-check``) of ``results_dir``,
+    else the book's; None when neither exists."""
+    from pathlib import Path
+
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.bench.results import read_table
+
+    for folder in (Path(results_dir), PROJECT_ROOT / "results"):
+        f = folder / "performance-cuda_chapter.csv"
+        if f.exists():
+            return read_table(f)
+    return None
+
+
+def gpu_chapter_table(timed: pd.DataFrame) -> pd.DataFrame:
+    """The GPU chapter timing as a page table: the whole run, what came before the first
+    method, every method (its images and seconds, its own training included) and the
+    networks' training summed, each with its share of the whole."""
+    total = float(timed.loc[timed["part"] == "total", "seconds"].iloc[0])
+    rows = []
+    for _, r in timed.iterrows():
+        part = str(r["part"])
+        if part.startswith("trained: "):
+            continue
+        name = part.removeprefix("method: ")
+        images = pd.to_numeric(r.get("images"), errors="coerce")
+        rows.append({"part": name, "images": None if pd.isna(images) else int(images),
+                     "seconds": float(r["seconds"])})
+    trained = timed[timed["part"].astype(str).str.startswith("trained: ")]
+    rows.append({"part": f"training, {len(trained)} networks (inside the parts above)",
+                 "images": None, "seconds": float(trained["seconds"].sum())})
+    out = pd.DataFrame(rows).set_index("part")
+    out["% of the run"] = 100 * out["seconds"] / total
+    out.index.name = "part"
+    return out
+
+
 def read_first_run(results_dir) -> pd.DataFrame | None:
     """The book's first run on an empty cache (``performance_first_run.csv``, written by
     ``benchmarks/first_run.py``) of ``results_dir``, else the book's; None when neither

@@ -205,7 +205,9 @@ def build_book(profile: str = "standard", device: str = "cpu", train_seed: int =
             shutil.copy2(nb, root / "book" / "chapters" / f"{name}.ipynb")
     # jupyter-book 1 has no ``python -m`` entry: its console script beside this Python
     script = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(script) if script.exists() else "jupyter-book", "build", str(root), "--quiet"]
+    # a Sphinx warning fails the build (all of them reported first), so none comes back
+    cmd = [str(script) if script.exists() else "jupyter-book", "build", str(root), "--quiet",
+           "-W", "--keep-going"]
     proc = subprocess.run(cmd, cwd=root)
     if proc.returncode:
         raise RuntimeError(f"jupyter-book build failed in {rel(root)} (exit {proc.returncode})")

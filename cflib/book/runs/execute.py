@@ -262,8 +262,7 @@ def record(run: ChapterRun, executed: Path, seconds: float):
         provenance = (f"*This page was executed on {when} from commit `{commit()}` of the "
                       f"project, {describe(params)} ({_threads(run.threads)}), in "
                       f"{seconds / 60:.1f} minutes.*")
-    provenance += (f" *The code is `notebooks/{ch.source}` (this page's notebook: the download "
-                   f"button above); `make chapter NB={ch.name}` re-runs it.*")
+    provenance += (f" *Code: `notebooks/{ch.source}`; re-run: `make chapter NB={ch.name}`.*")
     reported = clean(nb, ch, params, provenance)
     try:
         fill_discussion(nb, ch, run.results)

@@ -60,7 +60,7 @@ def record_written(paths, by: str, root: Path = RESULTS_DIR) -> dict:
     root = Path(root).resolve()
     ledger = root / LEDGER
     root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(ledger) + ".lock"):
+    with FileLock(str(root / f".{LEDGER}.lock")):        # hidden: no results file
         files = read_ledger(root)
         when, at = datetime.date.today().isoformat(), commit()
         for p in paths:
@@ -105,7 +105,7 @@ def check_written(root: Path = RESULTS_DIR, claimed=()) -> list[str]:
     bad = []
     for f in sorted(root.rglob("*")):
         name = f.relative_to(root).as_posix()
-        if (not f.is_file() or name in claimed or name in (LEDGER, LEDGER + ".lock")
+        if (not f.is_file() or name in claimed or name == LEDGER
                 or any(part.startswith(".") for part in f.relative_to(root).parts)):
             continue
         entry = files.get(name)
