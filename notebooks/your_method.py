@@ -28,9 +28,10 @@
 # ```
 #
 # It writes a results file per table (the book's results schema) and one HTML page
-# with everything below, under `_build/bench/<method>-<profile>/` (or `--out DIR`,
-# anywhere but the committed `results/` and `book/`: a user's method never replaces a
-# committed file).  The tables are `c3lt-mnist`, `c3lt-fmnist` (the C3LT table on each
+# with everything below, under `./cflib-bench/<method>-<profile>/` of the current folder
+# (or `--out DIR`, anywhere but the committed `results/` and `book/`: a user's method
+# never replaces a committed file; a second run to a folder holding a run's files needs
+# `--force`).  The tables are `c3lt-mnist`, `c3lt-fmnist` (the C3LT table on each
 # dataset, its pairs) and `bayes-mc_dropout`, `bayes-bnn` (the Bayesian chapter's two
 # classifiers).  The book's rows stand beside yours only where they were made with the
 # same profile and seeds and their reference rows equal your run's (the same networks

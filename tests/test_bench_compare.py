@@ -12,6 +12,7 @@ shared by this module's tests.
 import hashlib
 import html
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -366,11 +367,12 @@ def test_the_command_refuses_bad_input_with_its_message(args, match, tmp_cache, 
     assert not tmp_cache.exists() or not any(tmp_cache.iterdir())
 
 
+@dataclass
 class _StubPlan:
     """What cflib bench runs, without a network: writes one file into its folder."""
 
-    def __init__(self, out, log):
-        self.out, self.log = Path(out), log
+    out: Path
+    log: list
 
     def run(self):
         from types import SimpleNamespace
@@ -390,7 +392,8 @@ def test_two_bench_runs_to_one_out_cannot_both_succeed(tmp_path, monkeypatch, ca
 
     ran = []
     monkeypatch.setattr(compare_mod, "prepare",
-                        lambda *a, **k: _StubPlan(a[6] if a[6] is not None else tmp_path, ran))
+                        lambda *a, **k: _StubPlan(Path(a[6]) if a[6] is not None else tmp_path,
+                                                  ran))
     args = ["bench", "--method", "tests.fixtures.toy:Toy", "--out", str(tmp_path / "o")]
     main(args)
     assert ran == [tmp_path / "o"]
@@ -409,3 +412,26 @@ def test_a_config_nested_too_deeply_is_refused_with_its_message():
     deep = "[" * 60_000 + "]" * 60_000
     with pytest.raises(SystemExit, match="nested too deeply"):
         main(["bench", "--method", "tests.fixtures.toy:Toy", "--config", deep])
+
+
+def test_cflib_bench_writes_where_the_user_is_by_default(tmp_path, monkeypatch):
+    """Without --out the page and files go under ./cflib-bench/<method>-<profile>/ of the
+    current folder, never into the library's clone."""
+    from cflib.bench import compare as compare_mod
+
+    ran = []
+    monkeypatch.setattr(compare_mod, "prepare", lambda *a, **k: _StubPlan(
+        compare_mod.BENCH_DIR / "Toy-smoke", ran))
+    monkeypatch.chdir(tmp_path)
+    main(["bench", "--method", "tests.fixtures.toy:Toy"])
+    assert ran == [(tmp_path / "cflib-bench" / "Toy-smoke").resolve()]
+    assert (tmp_path / "cflib-bench" / "Toy-smoke" / "comparison.html").exists()
+    assert not (compare_mod.BENCH_DIR / "Toy-smoke" / "comparison.html").exists()
+
+
+def test_cflib_list_names_the_bench_tables_and_the_catalog(capsys):
+    main(["list"])
+    out = capsys.readouterr().out
+    for key in ("c3lt-mnist", "c3lt-fmnist", "bayes-mc_dropout", "bayes-bnn"):
+        assert key in out
+    assert "methods of the catalog" in out and "C3LT (inverted)" in out and "PSCE" in out

@@ -14,7 +14,7 @@
     cflib sweep NAME --seeds 0 1 2      chapters x training seeds on Dask, merged
     cflib readme [--results DIR]        regenerate the README's summary and the results page
     cflib bench --method PKG.MODULE:NAME [--config JSON] [--tables T1,T2] [--profile P]
-                [--pairs 4->9,...] [--n-images N] [--out DIR]
+                [--pairs 4->9,...] [--n-images N] [--out DIR] [--force]
                                         your method through the book's tables: a results
                                         file per table and an HTML page beside the book's
                                         rows and the papers' (cflib.bench.compare)
@@ -29,9 +29,16 @@ from cflib.book.chapters import CHAPTERS, parameter_schema
 
 
 def _listing() -> str:
+    from cflib.bench.catalog import CATALOG
+    from cflib.bench.compare import TABLES
+
     lines = ["chapters (make chapter NB=<name>):"]
     for c in CHAPTERS.values():
         lines.append(f"  {c.name:<20} {c.title}")
+    lines.append("tables of cflib bench (--tables):")
+    for t in TABLES.values():
+        lines.append(f"  {t.key:<20} {t.title}")
+    lines.append("methods of the catalog (cflib.bench.catalog.build): " + ", ".join(CATALOG))
     lines.append("profiles: " + ", ".join(PROFILES) + " (sizes only, never the algorithm)")
     for c in CHAPTERS.values():
         lines.append(f"parameters of {c.name} (-p NAME VALUE):")
@@ -101,8 +108,8 @@ def main(argv=None) -> None:
                     help="queries per pair (C3LT) or per repeat (Bayesian); default: the "
                          "profile's")
     bn.add_argument("--out", default=None,
-                    help="the folder written (default _build/bench/<method>-<profile>/; "
-                         "never inside results/ or book/)")
+                    help="the folder written (default ./cflib-bench/<method>-<profile>/ of "
+                         "the current folder; never inside results/ or book/)")
     bn.add_argument("--force", action="store_true",
                     help="replace the files of an earlier run in --out (default: refused)")
     bn.add_argument("--device", default="cpu")
@@ -218,6 +225,16 @@ def bench(args) -> None:
     except (ValueError, TypeError, FileNotFoundError) as err:
         notes = "".join(f" {n}" for n in getattr(err, "__notes__", []))
         raise SystemExit(f"cflib bench: {err}{notes}") from None
+    if args.out is None:        # where the user is, never inside the library's clone
+        import dataclasses
+
+        from cflib.bench.compare import check_out
+
+        try:
+            plan = dataclasses.replace(
+                plan, out=check_out(Path.cwd() / "cflib-bench" / Path(plan.out).name))
+        except ValueError as err:
+            raise SystemExit(f"cflib bench: {err}; pass --out") from None
     from filelock import FileLock, Timeout
 
     out = Path(plan.out)
