@@ -218,15 +218,31 @@ def summary(results_dir="results") -> str:
     lines = ["| table | what the committed run shows |", "|---|---|"]
     for name, dataset, title in (("mnist_eval", "mnist", "C3LT table, MNIST"),
                                  ("fashion_mnist_test", "fmnist", "C3LT table, Fashion-MNIST")):
-        m = table_means(f[name])
-        parts = []
-        for metric in ("IM1", "Proximity", "Validity"):
-            ours = _cell(m, "C3LT", metric)
-            paper = reported_value("c3lt", dataset, "C3LT", metric)
-            parts.append(f"{metric} {_fmt(ours)} (paper {_fmt(paper)})")
-        lines.append(f"| {title} | C3LT {', '.join(parts)}; real target images: IM1 "
-                     f"{_fmt(_cell(m, 'Original Data', 'IM1'))}, proximity "
-                     f"{_fmt(_cell(m, 'Original Data', 'Proximity'))} |")
+        # the chapter's own numbers: the seed means where it was swept (as its table, its
+        # verdict and the results page show them), else its one run
+        df = f[name]
+        merged, _ = read_sweep(name, df["profile"].iloc[0], root=Path(results_dir) / "sweep",
+                               own=df)
+        metrics = ["IM1", "Proximity", "Validity"]
+        if merged is not None:
+            t = spread_table(merged, "c3lt", dataset, metrics, ["C3LT", "Original Data"])
+            n = int(merged["n"].max())
+
+            def cell(method, metric, t=t):
+                return (f"{_fmt(t.loc[method, (metric, 'mean')])} ± "
+                        f"{_fmt(t.loc[method, (metric, '± sd')], 2)}")
+            seeds = f" ({n} training seeds, mean ± sd)"
+        else:
+            m = table_means(df)
+
+            def cell(method, metric, m=m):
+                return _fmt(_cell(m, method, metric))
+            seeds = f" (training seed {df['train_seed'].iloc[0]})"
+        parts = [f"{metric} {cell('C3LT', metric)} (paper "
+                 f"{_fmt(reported_value('c3lt', dataset, 'C3LT', metric))})" for metric in metrics]
+        lines.append(f"| {title}{seeds} | C3LT {', '.join(parts)}; real target images: IM1 "
+                     f"{cell('Original Data', 'IM1')}, proximity "
+                     f"{cell('Original Data', 'Proximity')} |")
     b = f["mnist_bayesian"]
     b = b[b["variant"] == ""]
     parts = []
