@@ -88,7 +88,7 @@ browser:
 	SUDO=""; \
 	if [ "$$(id -u)" != 0 ]; then \
 	  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
-	  else echo "$$need (not root, no sudo): $$fix" >&2; exit 1; fi; \
+	  else echo "$$need (not root, no sudo without a password): $$fix" >&2; exit 1; fi; \
 	fi; \
 	echo "installing $(BROWSER_PKGS) (Debian's packages) for the browser test"; \
 	export DEBIAN_FRONTEND=noninteractive; \
