@@ -122,7 +122,6 @@ def test_make_book_refuses_an_edited_seed_before_rendering(monkeypatch, book):
     f = results / SEED_FILE
     f.write_text(_edit_number(f.read_text()))
     monkeypatch.setattr(assemble, "RESULTS_DIR", results)
-    monkeypatch.setattr(digests, "RESULTS_DIR", results)
     with pytest.raises(ValueError, match="refusing to build: .*seed1/mnist_eval.csv does not"):
         assemble.plan_book(dict(assemble.BOOK_RUN))
 

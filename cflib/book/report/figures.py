@@ -68,7 +68,12 @@ def _frame(ax, color: str = "red", width: float = 2.0, style: str = "-") -> None
 
 def already_target(cf, i: int) -> bool:
     """Did the classifier already assign query ``i`` to its target (so that its
-    counterfactual never counts as valid, whatever it shows)?"""
+    counterfactual never counts as valid, whatever it shows)?  The mask the explainer
+    recorded (``meta["already_target"]``), else its decision on the query against the
+    target."""
+    already = (getattr(cf, "meta", None) or {}).get("already_target")
+    if already is not None:
+        return bool(already[i])
     if getattr(cf, "pred", None) is None or getattr(cf, "target", None) is None:
         return False
     target = cf.target[i] if getattr(cf.target, "ndim", 0) else cf.target

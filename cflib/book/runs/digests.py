@@ -212,17 +212,18 @@ def seal_notebook(nb):
     return nb
 
 
-def check_seal(chapter: str | Chapter, folder: Path = CHAPTER_DIR) -> list[str]:
-    """The chapter's executed notebook, when its cells, outputs or run record no longer
-    match its seal (edited after the run that wrote it), named; empty otherwise or
-    without a notebook."""
+def check_seal(chapter: str | Chapter, folder: Path = CHAPTER_DIR, nb=None) -> list[str]:
+    """The chapter's executed notebook (``nb``, else read from ``folder``), when its cells,
+    outputs or run record no longer match its seal (edited after the run that wrote it),
+    named; empty otherwise or without a notebook."""
     import nbformat
 
     ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
     path = Path(folder) / f"{ch.name}.ipynb"
-    if not path.exists():
-        return []
-    nb = nbformat.read(path, as_version=4)
+    if nb is None:
+        if not path.exists():
+            return []
+        nb = nbformat.read(path, as_version=4)
     if "cflib" not in nb.metadata:
         return []
     fix = (f"`git checkout -- {rel(path)}` to restore the committed one, or re-execute "
@@ -240,11 +241,15 @@ def check_outputs(chapter: str | Chapter, results_root: Path = RESULTS_DIR,
     """The chapter's notebook when it no longer matches its seal (:func:`check_seal`),
     and the output files of the notebook that no longer match it (edited, truncated or
     deleted), each named; empty when every one matches."""
+    import nbformat
+
     ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
-    bad = check_seal(ch, folder)
+    path = Path(folder) / f"{ch.name}.ipynb"
+    nb = nbformat.read(path, as_version=4) if path.exists() else None
+    bad = check_seal(ch, folder, nb) if nb is not None else []
     if bad:             # its record of the outputs cannot be trusted either
         return bad
-    meta = notebook_record(ch, folder) or {}
+    meta = (nb.metadata.get("cflib") if nb is not None else None) or {}
     for name, sha in (meta.get("outputs") or {}).items():
         f = Path(results_root) / name
         if not f.exists():

@@ -307,7 +307,7 @@ def install(run: ChapterRun, nb, outputs: dict) -> Path:
     seal_notebook(nb)
     old = nbformat.read(final, as_version=4) if final.exists() else None
     if (old is not None and same_outputs(old, nb) and same_record(old, nb)
-            and not check_seal(ch, final.parent)):
+            and not check_seal(ch, final.parent, old)):
         print(f"[{ch.name}] done: the same outputs as {rel(final)}, left as it was",
               flush=True)
     else:
