@@ -160,3 +160,23 @@ def test_a_sweep_on_a_real_cluster_survives_a_killed_worker(tmp_path, monkeypatc
     got = merged[merged["method"] != "Classifier"].set_index(keys)["n"]
     assert len(got) > 40 and (got == have.reindex(got.index)).all()
     assert (got == 2).mean() > 0.9
+    # cflib verify --rerun on these smoke runs: seed 0 as the baseline, seed 0 again as the
+    # re-run is bit-equal; one value moved 10 seed-sd away is flagged beyond the spread
+    from cflib.bench.results import write_table
+    from cflib.book.runs.rerun import BIT_EQUAL, compare_rerun
+
+    base = per_seed[0]
+    write_table(base, tmp_path / "base" / "mnist_bayesian.csv")
+    same = compare_rerun("mnist_bayesian", tmp_path / "base", tmp_path / "base",
+                         tmp_path / "sweep")
+    assert same.counts()[BIT_EQUAL] == len(same.table) > 40 and len(same.beyond) == 0
+    cell = same.table[(same.table["seed_sd"] > 0) & (same.table["metric"] == "IM1")].iloc[0]
+    moved = base.copy()
+    rows = ((moved["method"] == cell["method"]) & (moved["model"] == cell["model"])
+            & (moved["variant"].astype(str) == cell["variant"]) & (moved["metric"] == "IM1"))
+    moved.loc[rows, "value"] = pd.to_numeric(moved.loc[rows, "value"]) + 10 * cell["seed_sd"]
+    write_table(moved, tmp_path / "run" / "mnist_bayesian.csv")
+    flagged = compare_rerun("mnist_bayesian", tmp_path / "run", tmp_path / "base",
+                            tmp_path / "sweep")
+    assert [(r.method, r.model, r.metric) for r in flagged.beyond.itertuples()] == \
+        [(cell["method"], cell["model"], "IM1")]

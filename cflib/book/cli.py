@@ -6,6 +6,8 @@
     cflib book [--rerun]                execute stale chapters (or all), build the HTML
     cflib verify                        every executed chapter matches its seal, every
                                         results file the notebook or the run that wrote it
+    cflib verify --rerun NAME [--run R] how far a re-run lands from the book: each value
+                                        against the committed one and the seeds' spread
     cflib record FILE... --by COMMAND   record results files a tool wrote (their sha256,
                                         the command, the commit) in results/written.json
     cflib stale                         what each chapter needs: nothing, a re-render (its
@@ -79,9 +81,23 @@ def main(argv=None) -> None:
     bk.add_argument("--train-seed", type=int, default=0)
     bk.add_argument("--data-seed", type=int, default=0)
     sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
-    sub.add_parser("verify", help="refuse (exit 1) when an executed chapter does not match its "
-                                  "seal, or a results file the notebook or the recorded run "
-                                  "that wrote it")
+    vf = sub.add_parser("verify", help="refuse (exit 1) when an executed chapter does not "
+                                       "match its seal, or a results file the notebook or the "
+                                       "recorded run that wrote it; with --rerun, how far a "
+                                       "re-run lands from the book")
+    vf.add_argument("--rerun", metavar="CHAPTER", choices=[c for c, ch in CHAPTERS.items()
+                                                           if ch.writes], default=None,
+                    help="compare a re-run of CHAPTER with the committed results and the "
+                         "book's spread over training seeds; exit 1 when a value moved "
+                         "beyond that spread")
+    vf.add_argument("--run", default=None,
+                    help="the re-run's results (a CSV, or a folder holding CHAPTER.csv); "
+                         "default: results/CHAPTER.csv when a book run replaced it, else "
+                         "the newest _build/runs/*/CHAPTER.csv")
+    vf.add_argument("--baseline", default=None,
+                    help="compare with these results instead of the committed ones")
+    vf.add_argument("--sweep-root", default=None,
+                    help="the sweeps' folder (default results/sweep)")
     rc = sub.add_parser("record", help="record results files that a tool of the project wrote "
                                        "(results/written.json), so that they may be published")
     rc.add_argument("files", nargs="+")
@@ -145,6 +161,19 @@ def main(argv=None) -> None:
 
         for problem in check_written(claimed=digests.claimed_outputs(CHAPTERS)):
             print(f"results: {problem}")
+    elif args.command == "verify" and args.rerun:
+        from cflib.book.runs.rerun import compare_rerun
+        from cflib.book.spread import SWEEP_DIR
+
+        try:
+            report = compare_rerun(args.rerun, args.run, args.baseline,
+                                   args.sweep_root or SWEEP_DIR)
+        except ValueError as err:
+            raise SystemExit(f"cflib verify --rerun: {err}") from None
+        print(report.describe())
+        if len(report.beyond):
+            raise SystemExit(f"{len(report.beyond)} value(s) of {args.rerun} moved beyond the "
+                             "book's spread over training seeds")
     elif args.command == "verify":
         try:
             digests.refuse_unmatched(CHAPTERS)

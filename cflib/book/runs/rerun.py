@@ -1,0 +1,225 @@
+"""How far a re-run lands from the book: every value of a re-executed chapter against the
+committed one, and against the book's spread over training seeds where the chapter was
+swept (``cflib verify --rerun CHAPTER``).
+
+A value of a re-run is, per cell of the chapter's results table (repeats of one seed
+averaged first, as :func:`cflib.book.spread.merge_seeds` does):
+
+* **bit-equal**: the same float as the committed one (read from the CSV each run wrote:
+  pandas writes the shortest repr that round-trips, so equal text is equal bits);
+* **within the seed spread**: it differs, by at most :data:`SPREAD_K` standard deviations
+  of that cell over the training seeds of the chapter's sweep (a network trained on
+  another machine or at another thread count is another draw of the same training: the
+  seeds' spread is the yardstick of "the same result");
+* **beyond the seed spread**: it differs by more, which asks for an explanation;
+* **moved, no spread**: it differs, and the chapter has no sweep to judge it by (its
+  cell has fewer than two seeds).
+
+Wall-clock metrics (``MetricSpec.timing``) are counted apart and never compared.
+"""
+from __future__ import annotations
+
+import io
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from cflib.bench.data import PROJECT_ROOT
+from cflib.bench.results import CELL, read_table
+from cflib.book.runs.paths import RESULTS_DIR, RUNS_DIR, rel
+from cflib.book.spread import SWEEP_DIR, read_sweep
+
+#: a value moved "beyond the seed spread" when |re-run - committed| > SPREAD_K x the
+#: standard deviation of its cell over the sweep's training seeds
+SPREAD_K = 2.0
+BIT_EQUAL, WITHIN, BEYOND, NO_SPREAD, ONLY_ONE = (
+    "bit-equal", "within the seed spread", "beyond the seed spread",
+    "moved, no seed spread", "in one run only")
+
+
+def timing_metrics() -> set[str]:
+    """The names of the wall-clock metrics (never compared across runs)."""
+    import cflib.metrics  # noqa: F401  (registers every metric)
+    from cflib.metrics.spec import SPECS
+
+    return {name for name, spec in SPECS.items() if spec.timing}
+
+
+def committed_table(name: str) -> pd.DataFrame:
+    """``results/<name>.csv`` as committed: the version in git's HEAD when the project is
+    a git checkout and the file is tracked (a book run may have replaced the working copy),
+    else the file on disk."""
+    path = RESULTS_DIR / f"{name}.csv"
+    try:
+        out = subprocess.run(["git", "show", f"HEAD:{rel(path)}"], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode == 0 and out.stdout:
+            return pd.read_csv(io.StringIO(out.stdout), keep_default_na=False)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    if not path.exists():
+        raise ValueError(f"no committed results for {name!r} ({rel(path)} does not exist)")
+    return read_table(path)
+
+
+def find_rerun(name: str) -> Path:
+    """The newest re-run of chapter ``name``: the book's own ``results/<name>.csv`` when a
+    book run replaced it (it differs from git's HEAD), else the newest
+    ``_build/runs/*/<name>.csv``.  A ValueError when there is none."""
+    own = RESULTS_DIR / f"{name}.csv"
+    try:
+        out = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", rel(own)],
+                             cwd=PROJECT_ROOT, capture_output=True, timeout=30)
+        if out.returncode == 1:
+            return own
+    except (OSError, subprocess.SubprocessError):
+        pass
+    runs = sorted(Path(RUNS_DIR).glob(f"*/{name}.csv"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise ValueError(f"no re-run of {name!r} found: {rel(own)} equals the committed one "
+                         f"and {rel(RUNS_DIR)}/ holds no {name}.csv; run `make chapter "
+                         f"NB={name}` (or `cflib chapter {name} ...`), or name the run's "
+                         "results with --run")
+    return runs[-1]
+
+
+def _cells(df: pd.DataFrame) -> pd.Series:
+    """The table's values per cell, repeats of one seed averaged (a Series on CELL)."""
+    d = df.copy()
+    d["value"] = pd.to_numeric(d["value"], errors="coerce")
+    if "repeat" in d.columns:        # a seed's rows outside its repeats (e.g. accuracy: -1)
+        d = d[pd.to_numeric(d["repeat"], errors="coerce").fillna(0) >= -1]
+    keys = [c for c in CELL if c in d.columns]
+    for k in keys:
+        d[k] = d[k].fillna("").astype(str)
+    return d.groupby(keys, sort=False)["value"].mean()
+
+
+@dataclass
+class RerunReport:
+    """Every compared value of a re-run: ``table`` has the cell, ``committed``, ``rerun``,
+    ``diff`` (re-run - committed), ``seed_sd`` (NaN without a sweep), ``n_seeds`` and
+    ``status`` (one of the module's statuses); ``timings``: the wall-clock values left
+    out; ``rows_bit_equal`` / ``rows``: the raw rows (repeats apart) that are bit-equal."""
+
+    chapter: str
+    run: str
+    table: pd.DataFrame
+    timings: int
+    rows_bit_equal: int
+    rows: int
+
+    def counts(self) -> dict[str, int]:
+        return {s: int((self.table["status"] == s).sum())
+                for s in (BIT_EQUAL, WITHIN, BEYOND, NO_SPREAD, ONLY_ONE)}
+
+    @property
+    def beyond(self) -> pd.DataFrame:
+        return self.table[self.table["status"] == BEYOND]
+
+    def describe(self, limit: int = 20) -> str:
+        c = self.counts()
+        n = len(self.table)
+        lines = [f"{self.chapter}: {self.run} against the committed results: {n} values "
+                 f"compared ({self.timings} wall-clock values left out)",
+                 f"  bit-equal: {c[BIT_EQUAL]} of {n} (raw rows: {self.rows_bit_equal} of "
+                 f"{self.rows})",
+                 f"  within the seed spread ({SPREAD_K:g} sd over training seeds): {c[WITHIN]}",
+                 f"  beyond the seed spread: {c[BEYOND]}",
+                 f"  moved, no seed spread to judge them (the cell was not swept): "
+                 f"{c[NO_SPREAD]}"]
+        if c[ONLY_ONE]:
+            lines.append(f"  in one of the two runs only: {c[ONLY_ONE]}")
+        shown = self.beyond if c[BEYOND] else self.table[self.table["status"] == NO_SPREAD]
+        if len(shown):
+            what = "beyond the spread" if c[BEYOND] else "moved (no spread)"
+            lines.append(f"  {what}, largest first:")
+            shown = shown.assign(_r=shown["diff"].abs() / shown["seed_sd"].where(
+                shown["seed_sd"] > 0, np.nan)).sort_values(
+                ["_r", "diff"], ascending=False, key=lambda s: s.abs())
+            for _, r in shown.head(limit).iterrows():
+                cell = " / ".join(str(r[k]) for k in CELL if k in r and str(r[k]) not in ("", "nan"))
+                sd = "" if np.isnan(r["seed_sd"]) else \
+                    f", seed sd {r['seed_sd']:.4g} ({abs(r['diff']) / r['seed_sd']:.1f} sd)" \
+                    if r["seed_sd"] > 0 else ", seed sd 0"
+                lines.append(f"    {cell}: committed {r['committed']:.6g}, re-run "
+                             f"{r['rerun']:.6g}{sd}")
+            if len(shown) > limit:
+                lines.append(f"    ... and {len(shown) - limit} more")
+        return "\n".join(lines)
+
+
+def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=SWEEP_DIR,
+                  profile: str | None = None) -> RerunReport:
+    """Compare a re-run of ``chapter`` (``run``: its results CSV or a folder holding
+    ``<chapter>.csv``; default :func:`find_rerun`) with ``baseline`` (a CSV or folder;
+    default the committed results, :func:`committed_table`) and with the spread over
+    training seeds of the sweep under ``sweep_root`` (the book's own seed taken from the
+    baseline).  The profile of the sweep is the baseline's."""
+    run_path = find_rerun(chapter) if run is None else _csv(run, chapter)
+    rerun = read_table(run_path)
+    base = committed_table(chapter) if baseline is None else read_table(_csv(baseline, chapter))
+    profile = profile or str(base["profile"].iloc[0])
+    if "profile" in rerun.columns and set(rerun["profile"]) != {profile}:
+        raise ValueError(f"the re-run {rel(run_path)} is at profile "
+                         f"{sorted(set(rerun['profile']))}, the baseline at {profile!r}: "
+                         "compare runs of one profile")
+    timing = timing_metrics()
+    n_timing = int(rerun["metric"].isin(timing).sum())
+    rerun_v = rerun[~rerun["metric"].isin(timing)]
+    base_v = base[~base["metric"].isin(timing)]
+    rows, same = _raw_equal(rerun_v, base_v)
+    a, b = _cells(rerun_v), _cells(base_v)
+    _, per_seed = read_sweep(chapter, profile, root=sweep_root, own=base)
+    sd = n = None
+    if len(per_seed) >= 2:
+        seeds = pd.concat({s: _cells(df) for s, df in per_seed.items()}, axis=1)
+        sd, n = seeds.std(axis=1, ddof=1), seeds.notna().sum(axis=1)
+    idx = a.index.union(b.index, sort=False)
+    table = pd.DataFrame({"committed": b.reindex(idx), "rerun": a.reindex(idx)})
+    table["diff"] = table["rerun"] - table["committed"]
+    table["seed_sd"] = sd.reindex(idx) if sd is not None else np.nan
+    table["n_seeds"] = n.reindex(idx).fillna(0).astype(int) if n is not None else 0
+    table["status"] = [_status(r) for r in table.itertuples()]
+    return RerunReport(chapter, rel(run_path), table.reset_index(), n_timing, same, rows)
+
+
+def _csv(path, chapter: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"{str(path)!r} does not exist; name the run's results CSV or the "
+                         f"folder holding {chapter}.csv")
+    if p.is_dir():
+        p = p / f"{chapter}.csv"
+    if not p.is_file():
+        raise ValueError(f"{str(path)!r} holds no results file {chapter}.csv")
+    return p
+
+
+def _raw_equal(rerun: pd.DataFrame, base: pd.DataFrame) -> tuple[int, int]:
+    """(rows of the re-run, of which bit-equal to the baseline's row of the same cell and
+    repeat), NaN equal to NaN."""
+    keys = [c for c in CELL + ["repeat"] if c in rerun.columns and c in base.columns]
+    r = rerun[keys + ["value"]].astype({k: str for k in keys})
+    b = base[keys + ["value"]].astype({k: str for k in keys})
+    m = r.merge(b, on=keys, how="left", suffixes=("", "_b"))
+    x = pd.to_numeric(m["value"], errors="coerce").to_numpy(float)
+    y = pd.to_numeric(m["value_b"], errors="coerce").to_numpy(float)
+    same = (x == y) | (np.isnan(x) & np.isnan(y) & m["value_b"].notna().to_numpy())
+    return len(m), int(same.sum())
+
+
+def _status(r) -> str:
+    a, b = r.rerun, r.committed
+    if np.isnan(a) and np.isnan(b):
+        return BIT_EQUAL
+    if np.isnan(a) or np.isnan(b):
+        return ONLY_ONE
+    if a == b:
+        return BIT_EQUAL
+    if r.n_seeds < 2 or np.isnan(r.seed_sd):
+        return NO_SPREAD
+    return WITHIN if abs(a - b) <= SPREAD_K * r.seed_sd else BEYOND

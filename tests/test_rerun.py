@@ -1,0 +1,65 @@
+"""cflib verify --rerun: a re-run's values against the committed ones and the book's
+spread over training seeds."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from cflib.bench.results import COLUMNS, write_table
+from cflib.book.cli import main
+from cflib.book.runs.rerun import BEYOND, BIT_EQUAL, NO_SPREAD, WITHIN, compare_rerun
+
+
+def _table(seed, im1, fid, seconds=1.0):
+    base = {c: "" for c in COLUMNS} | {"dataset": "mnist", "train_seed": seed, "data_seed": 0,
+                                       "profile": "smoke", "pair": "4->9", "method": "CEM"}
+    return pd.DataFrame([base | {"metric": "IM1", "value": im1},
+                         base | {"metric": "FID", "value": fid},
+                         base | {"metric": "Seconds_per_CF", "value": seconds}])[COLUMNS]
+
+
+@pytest.fixture()
+def book(tmp_path):
+    """A baseline (seed 0) and a sweep of seeds 1, 2: IM1 spread sd 0.1, FID sd 1."""
+    write_table(_table(0, 1.0, 10.0), tmp_path / "base" / "mnist_eval.csv")
+    for s, (im1, fid) in {1: (1.1, 11.0), 2: (0.9, 9.0)}.items():
+        write_table(_table(s, im1, fid), tmp_path / "sweep" / "mnist_eval" / "smoke" /
+                    f"seed{s}" / "mnist_eval.csv")
+    return tmp_path
+
+
+def _report(book, im1, fid, seconds=1.0, sweep="sweep"):
+    write_table(_table(0, im1, fid, seconds), book / "run" / "mnist_eval.csv")
+    return compare_rerun("mnist_eval", book / "run", book / "base", book / sweep)
+
+
+def test_a_rerun_equal_to_the_book_is_bit_equal_and_timings_are_left_out(book):
+    r = _report(book, 1.0, 10.0, seconds=99.0)
+    assert r.counts()[BIT_EQUAL] == 2 and r.timings == 1 and len(r.beyond) == 0
+    assert (r.rows_bit_equal, r.rows) == (2, 2)
+
+
+def test_a_value_beyond_the_seed_spread_is_flagged_and_one_within_is_not(book):
+    r = _report(book, 1.05, 30.0)         # IM1 0.5 sd away, FID 20 sd away
+    status = r.table.set_index("metric")["status"]
+    assert status["IM1"] == WITHIN and status["FID"] == BEYOND
+    assert list(r.beyond["metric"]) == ["FID"]
+    assert "FID: committed 10, re-run 30" in r.describe()
+
+
+def test_without_a_sweep_a_moved_value_has_no_spread(book):
+    r = _report(book, 1.05, 10.0, sweep="no-sweep")
+    assert r.table.set_index("metric")["status"].to_dict() == {"IM1": NO_SPREAD,
+                                                               "FID": BIT_EQUAL}
+
+
+def test_the_command_exits_1_naming_the_value_and_refuses_a_missing_run(book, capsys):
+    write_table(_table(0, 1.0, 30.0), book / "run" / "mnist_eval.csv")
+    with pytest.raises(SystemExit, match="1 value"):
+        main(["verify", "--rerun", "mnist_eval", "--run", str(book / "run"), "--baseline",
+              str(book / "base"), "--sweep-root", str(book / "sweep")])
+    assert "beyond the seed spread: 1" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="does not exist"):
+        main(["verify", "--rerun", "mnist_eval", "--run", str(book / "nowhere")])
+    with pytest.raises(SystemExit, match="holds no results file mnist_eval.csv"):
+        main(["verify", "--rerun", "mnist_eval", "--run", str(book / "sweep")])
