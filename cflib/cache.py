@@ -13,12 +13,20 @@ cache folder between chapters, Dask workers and users:
   count at training time (:func:`keyed`): CPU kernels reduce in another order
   with another thread count, so a network trained at 2 threads differs in its last bits
   from one trained at 1, and a 1-thread run never loads the 2-thread entry;
+* **shipped first**: the book's measuring networks ship with the project
+  (:mod:`cflib.shipped`); a network of its manifest is loaded from there, on any device
+  and thread count, before the cache is looked at (``CFLIB_SHIPPED=off``: never);
 * **trusted only when verified**: a file is loaded only when it is of this
-  :data:`FORMAT`, its stored config equals the one asked for, its tensors match the
-  module's names and shapes and the stored checksum equals the sha256 of its weights
-  *and* its stored ``info`` (:func:`checksum`), so an edited ``test_accuracy`` fails
-  like an edited weight; a file of an older format, without a checksum or with a
-  wrong one is retrained and replaced, never loaded or re-signed;
+  :data:`FORMAT` (or :data:`LEGACY_FORMAT`), its stored config equals the one asked for,
+  its tensors match the module's names and shapes and the stored checksum equals the
+  sha256 of its weights, its stored ``info`` and its provenance (:func:`payload_checksum`),
+  so an edited ``test_accuracy`` fails like an edited weight; a file of an older format,
+  without a checksum or with a wrong one is retrained and replaced, never loaded or
+  re-signed;
+* **provenance**: every entry records the commit and the digest of the code that trained
+  it (:mod:`cflib.provenance`); loading one whose training code has changed since (or
+  that recorded none) says so in the log, and every network a run used is listed with
+  where it came from (:func:`networks_used`: shipped, cache or trained);
 * **never half-written**: files are written to a temporary name and renamed; a write
   that fails (a full disk, no permission) keeps the trained network in memory, logs
   where it could not be written and why, and the run goes on;
@@ -44,6 +52,8 @@ from typing import Callable
 import torch
 from torch import nn
 
+from cflib import provenance as prov
+from cflib import shipped
 from cflib.env import folder, forbid_compute
 from cflib.io import atomic_write
 from cflib.scopes import seeded
@@ -51,7 +61,8 @@ from cflib.tensors import check_device
 
 log = logging.getLogger("cflib")
 CACHE_ENV = "CFLIB_CACHE"
-FORMAT = 2   # 2: the key holds where it was trained; the checksum covers the info
+FORMAT = 3   # 3: the checksum covers the provenance too
+LEGACY_FORMAT = 2   # 2: the key holds where it was trained; the checksum covers the info
 EVENTS = "events.log"
 #: how long a process waits for another one training the same entry
 LOCK_TIMEOUT_S = 6 * 3600
@@ -126,11 +137,31 @@ def trained_on(device) -> dict:
     return where
 
 
-def payload_checksum(state: dict, info: dict) -> str:
-    """The checksum stored beside cached weights: their fingerprint and the stored info
-    (an edited ``test_accuracy`` fails it as an edited weight does)."""
+def payload_checksum(state: dict, info: dict, provenance: dict | None = None) -> str:
+    """The checksum stored beside cached weights: their fingerprint, the stored info
+    (an edited ``test_accuracy`` fails it as an edited weight does) and, from format 3,
+    the provenance."""
     blob = state_fingerprint(state) + json.dumps(_normalise(info), sort_keys=True)
+    if provenance is not None:
+        blob += json.dumps(_normalise(provenance), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+#: every network this process asked the cache for, in order (:func:`networks_used`)
+_USED: list[dict] = []
+
+
+def networks_used(since: int = 0) -> list[dict]:
+    """The networks this process asked :func:`cached` for (from the ``since``-th on): dicts
+    with ``kind``, ``entry`` (the cache file's or the shipped file's name), ``origin``
+    (``shipped``, ``cache``, ``trained`` or ``trained, not cached``) and ``provenance``
+    (one phrase, :func:`cflib.provenance.describe`)."""
+    return [dict(u) for u in _USED[since:]]
+
+
+def _used(kind: str, entry: str, origin: str, recorded: dict | None) -> None:
+    _USED.append({"kind": kind, "entry": entry, "origin": origin,
+                  "provenance": prov.describe(kind, recorded)})
 
 
 def atomic_save(obj, path: Path) -> None:
@@ -138,8 +169,9 @@ def atomic_save(obj, path: Path) -> None:
     atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
-def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
-    """The stored info if ``path`` holds verified weights for exactly ``config``; else None.
+def _try_load(path: Path, config: dict, module: nn.Module) -> tuple[dict, dict | None] | None:
+    """``(info, provenance)`` stored with ``path`` when it holds verified weights for exactly
+    ``config`` (provenance None for a format-2 file, which recorded none); else None.
 
     The file's config, its keys and shapes and the checksum of its tensors are checked
     *before* any tensor is copied into ``module``, so a file that fails leaves the
@@ -149,7 +181,7 @@ def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
         return None
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-        if payload.get("format") != FORMAT:
+        if payload.get("format") not in (FORMAT, LEGACY_FORMAT):
             log.warning("cache %s is of format %r (written by another cflib; this one writes "
                         "%d); it is not trusted: retraining", path.name, payload.get("format"),
                         FORMAT)
@@ -169,12 +201,16 @@ def _try_load(path: Path, config: dict, module: nn.Module) -> dict | None:
                         "trusted: retraining", path.name)
             return None
         info = payload.get("info", {})
-        if stored != payload_checksum(state, info):
+        recorded = payload.get("provenance") if payload["format"] == FORMAT else None
+        if payload["format"] == FORMAT and not isinstance(recorded, dict):
+            log.warning("cache %s has no provenance; it is not trusted: retraining", path.name)
+            return None
+        if stored != payload_checksum(state, info, recorded):
             log.warning("cache %s fails its checksum (a corrupt or edited file); retraining",
                         path.name)
             return None
         module.load_state_dict(state)
-        return info
+        return info, recorded
     except Exception as err:  # corrupt, truncated, unreadable...
         log.warning("cache %s is unreadable (%s: %s); retraining", path.name,
                     type(err).__name__, err)
@@ -222,6 +258,23 @@ def _lock(path: Path):
     return FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
 
 
+def _loaded(kind: str, path: Path, module: nn.Module, device, info: dict,
+            recorded: dict | None):
+    """A verified cache entry: say which code trained it when that is not today's."""
+    changed = prov.changed_since(kind, recorded)
+    if changed is None or changed:
+        log.warning("cache %s: %s", path.name, prov.describe(kind, recorded))
+    else:
+        log.info("loaded %s %s", kind, path.name)
+    _used(kind, path.name, "cache", recorded)
+    return module.to(device).eval(), info
+
+
+def read_entry(path: Path) -> dict:
+    """A cache file's stored payload (config, state dict, info, provenance), unverified."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def cached(kind: str, config: dict, build: Callable[[], nn.Module],
            train: Callable[[nn.Module], dict | None], device="cpu",
            use_cache: bool = True) -> tuple[nn.Module, dict]:
@@ -240,17 +293,25 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
     device = check_device(device)
     seed = int(config.get("seed", 0))
     path = cache_path(kind, config, device)
+    key = cache_key(config)
+    asked = config
     config = keyed(config, device)
     with seeded(seed):
         module = build().to(device)
     if not use_cache:
         with seeded(seed):
             info = train(module) or {}
+        _used(kind, path.name, "trained, not cached", prov.provenance(kind))
         return module.eval(), info
-    info = _try_load(path, config, module)
-    if info is not None:
-        log.info("loaded %s %s", kind, path.name)
+    got = shipped.load(kind, key, asked, module)
+    if got is not None:
+        info, entry = got
+        log.info("loaded %s %s (shipped with the book)", kind, entry["file"])
+        _used(kind, entry["file"], "shipped", entry.get("provenance"))
         return module.to(device).eval(), info
+    loaded = _try_load(path, config, module)
+    if loaded is not None:
+        return _loaded(kind, path, module, device, *loaded)
     check_writable(path.parent)
     lock = _lock(path)
     from filelock import Timeout
@@ -261,10 +322,9 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
         log.info("waiting: another process is training %s (%s)", kind, path.name)
         lock.acquire()
     try:
-        info = _try_load(path, config, module)     # trained by the process we waited for
-        if info is not None:
-            log.info("loaded %s %s (trained by another process)", kind, path.name)
-            return module.to(device).eval(), info
+        loaded = _try_load(path, config, module)     # trained by the process we waited for
+        if loaded is not None:
+            return _loaded(kind, path, module, device, *loaded)
         log.info("training %s (%s)", kind, path.name)
         t0 = time.perf_counter()
         with seeded(seed):
@@ -272,10 +332,13 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
         module.eval()
         seconds = time.perf_counter() - t0
         state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        made = _normalise(prov.provenance(kind, seconds))
+        _used(kind, path.name, "trained", made)
         try:
             info = _normalise(info)
             atomic_save({"format": FORMAT, "config": _normalise(config), "state_dict": state,
-                         "sha256": payload_checksum(state, info), "info": info}, path)
+                         "sha256": payload_checksum(state, info, made), "info": info,
+                         "provenance": made}, path)
             _record(path.parent, "trained", path.name, seconds)
         except Exception as err:  # a full disk, a lost permission...
             log.warning("could not write %s to the weight cache %s (%s: %s); the trained "

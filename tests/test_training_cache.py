@@ -237,10 +237,10 @@ def test_the_checksum_covers_weights_and_info():
 
 def test_an_entry_of_the_old_format_is_retrained_not_re_signed(tmp_cache):
     """A format-1 file (checksum over the weights only) with the right config and a valid
-    old checksum is not trusted: retrained, replaced by a format-2 file."""
+    old checksum is not trusted: retrained, replaced by a file of today's format."""
     from cflib.cache import FORMAT, _normalise, keyed, state_fingerprint
 
-    assert FORMAT == 2
+    assert FORMAT == 3
     path = cache_path("toy", CFG)
     path.parent.mkdir(parents=True, exist_ok=True)
     old = make()

@@ -14,6 +14,7 @@
                                         presentation changed), a re-execution (its compute
                                         changed), and why
     cflib sweep NAME --seeds 0 1 2      chapters x training seeds on Dask, merged
+    cflib networks [list|check|ship]    the measuring networks shipped with the book
     cflib readme [--results DIR]        regenerate the README's summary and the results page
     cflib bench --method PKG.MODULE:NAME [--config JSON] [--tables T1,T2] [--profile P]
                 [--pairs 4->9,...] [--n-images N] [--out DIR] [--force]
@@ -131,12 +132,21 @@ def main(argv=None) -> None:
     bn.add_argument("--device", default="cpu")
     bn.add_argument("--train-seed", type=int, default=0)
     bn.add_argument("--data-seed", type=int, default=0)
+    nw = sub.add_parser("networks", help="the measuring networks shipped with the book "
+                                         "(cflib.shipped): list, check or ship them")
+    nw.add_argument("action", choices=["list", "check", "ship"], nargs="?", default="list")
+    nw.add_argument("--root", default=None, help="the folder (default networks/)")
+    nw.add_argument("--trained-at", default=None,
+                    help="ship: the commit that trained cache entries that recorded no "
+                         "provenance (refused unless its training code equals today's)")
     rd = sub.add_parser("readme", help="regenerate the README's headline tables")
     rd.add_argument("--results", default="results")
     rd.add_argument("--readme", default="README.md")
     args = ap.parse_args(argv)
     if args.command == "bench":
         return bench(args)
+    if args.command == "networks":
+        return networks(args)
 
     from cflib.book.runs import assemble, cli, digests
 
@@ -213,6 +223,22 @@ def main(argv=None) -> None:
         print(f"{args.readme}: summary regenerated from {args.results}/; "
               f"{RESULTS_PAGE.relative_to(RESULTS_PAGE.parents[1])}: every headline table and "
               "the chapters' timings")
+
+
+def networks(args) -> None:
+    from cflib.bench import networks as nets
+
+    root = Path(args.root) if args.root else nets.NETWORKS_DIR
+    if args.action == "ship":
+        try:
+            manifest, written = nets.ship(root, trained_at=args.trained_at)
+        except ValueError as err:
+            raise SystemExit(f"cflib networks ship: {err}") from None
+        print(f"shipped {len(written)} networks: {manifest}")
+    problems = nets.check(root)
+    if args.action == "check" and problems:
+        raise SystemExit("cflib networks check: " + "; ".join(problems))
+    print("\n".join(nets.listing(root)))
 
 
 def bench(args) -> None:

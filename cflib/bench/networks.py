@@ -1,0 +1,154 @@
+"""Which networks the book ships, and shipping them (``cflib networks``).
+
+The *measuring* networks of the book's run (profile ``standard``, training seed 0) of
+every chapter: whatever a user's row is measured with, so that it is measured by the
+book's own networks on any machine (:mod:`cflib.shipped`):
+
+* the C3LT chapters (MNIST, Fashion-MNIST): the explained C3LT CNN, the IM class
+  autoencoders of the table's classes and the all-class autoencoder, the FID/KID feature
+  network and the independent classifiers (:func:`cflib.bench.tables.c3lt.load_eval_models`);
+* the Bayesian chapter (MNIST): the MC-dropout network, the BNN, the IM class
+  autoencoders of the ten classes;
+* the quantization chapter (Fashion-MNIST): the FP32 SmallCNN every recipe quantizes.
+
+The methods' own networks (DCGAN, encoders, C3LT's mappings, ExpGAN, PSCE's
+autoencoders, the quantization recipes) are their training and are retrained.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+from pathlib import Path
+
+from cflib import provenance as prov
+from cflib import shipped
+from cflib.bench.data import CF_PAIRS
+from cflib.bench.profiles import get_profile
+from cflib.cache import cache_key, cache_root, events, networks_used, read_entry
+
+#: where ``cflib networks ship`` writes by default: ``networks/`` of the project
+NETWORKS_DIR = prov.CHECKOUT / "networks"
+
+
+def measuring_networks(profile="standard", seed: int = 0, device="cpu") -> list[dict]:
+    """Load (or train) every measuring network of the book's chapters at ``profile`` and
+    training seed ``seed``; the :func:`cflib.cache.networks_used` records of them, one per
+    network, in the order asked."""
+    from cflib.bench import zoo
+    from cflib.bench.tables import bayes, c3lt
+
+    prof = get_profile(profile)
+    before = len(networks_used())
+    for dataset, pairs in CF_PAIRS.items():
+        c3lt.load_eval_models(dataset, [c for p in pairs for c in p], prof, seed, device)
+    for model in bayes.MODELS:
+        bayes.bayes_model("mnist", model, prof, seed, device)
+    for c in range(10):
+        zoo.autoencoder("mnist", c, prof, seed, device=device)
+    zoo.small_cnn("fmnist", prof, seed, device)
+    seen, out = set(), []
+    for u in networks_used(before):
+        if u["entry"] not in seen:
+            seen.add(u["entry"])
+            out.append(u)
+    return out
+
+
+def _verified_commit(commit: str, kinds: set[str]) -> None:
+    """Refuse a ``--trained-at`` commit whose training code differs from today's."""
+    files = sorted({f for k in kinds for f in prov.training_code(k)})
+    try:
+        out = subprocess.run(["git", "diff", "--quiet", commit, "--", *files],
+                             cwd=prov.CHECKOUT, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise ValueError(f"cannot compare with commit {commit!r}: {err}") from None
+    if out.returncode != 0:
+        raise ValueError(f"the training code of commit {commit!r} is not today's (git diff "
+                         f"{commit} -- <training code> is not empty, or the commit is "
+                         "unknown): networks it trained cannot be given today's provenance")
+
+
+def ship(root=NETWORKS_DIR, profile="standard", seed: int = 0,
+         trained_at: str | None = None) -> tuple[Path, list[dict]]:
+    """Write the measuring networks (:func:`measuring_networks`) to ``root``: each as
+    safetensors with its manifest entry.  A network already shipped keeps its file and
+    entry; one from the cache carries its recorded provenance, or, for a cache entry
+    written before provenance was recorded, ``trained_at``: the commit that trained it,
+    accepted only when its training code equals today's.  Returns the manifest's path and
+    the entries written."""
+    root = Path(root)
+    used = measuring_networks(profile, seed)
+    active = shipped.shipped_root()
+    old = {e["file"]: e for e in shipped.manifest(active).values()} if active else {}
+    seconds = {e["entry"]: float(e["seconds"]) for e in events() if e["event"] == "trained"}
+    legacy = []
+    networks = []
+    for u in used:
+        if u["origin"] == "shipped":
+            networks.append(_from_shipped(active, old[u["entry"]]))
+            continue
+        path = cache_root() / u["entry"]
+        payload = read_entry(path)
+        config = dict(payload["config"])
+        trained_on = config.pop("trained_on")
+        made = payload.get("provenance")
+        if made is None:
+            legacy.append((u["kind"], path))
+            made = {"commit": trained_at, "code": prov.training_code(u["kind"]),
+                    "date": dt.date.fromtimestamp(path.stat().st_mtime).isoformat()}
+            if u["entry"] in seconds:
+                made["seconds"] = seconds[u["entry"]]
+        networks.append({"kind": u["kind"], "key": cache_key(config), "config": config,
+                         "state": payload["state_dict"], "info": payload.get("info", {}),
+                         "trained_on": trained_on, "provenance": made})
+    if legacy:
+        if trained_at is None:
+            raise ValueError(f"{len(legacy)} cache entries recorded no provenance (e.g. "
+                             f"{legacy[0][1].name}); name the commit that trained them with "
+                             "--trained-at COMMIT (its training code must equal today's), or "
+                             "retrain them (delete them from the cache)")
+        _verified_commit(trained_at, {k for k, _ in legacy})
+    return shipped.write(root, networks), networks
+
+
+def _from_shipped(root: Path, entry: dict) -> dict:
+    from safetensors.torch import load_file
+
+    return {"kind": entry["kind"], "key": entry["key"], "config": entry["config"], "state": load_file(str(root / entry["file"])),
+            "info": entry["info"], "trained_on": entry["trained_on"],
+            "provenance": entry["provenance"]}
+
+
+def check(root=NETWORKS_DIR) -> list[str]:
+    """The problems of a shipped folder: a listed file missing or failing its sha256, a
+    file not listed (empty: every file is its manifest's)."""
+    root = Path(root)
+    entries = shipped.manifest(root)
+    problems = []
+    for e in entries.values():
+        f = root / e["file"]
+        if not f.is_file():
+            problems.append(f"{e['file']}: listed in {shipped.MANIFEST}, missing")
+        elif shipped.file_sha256(f) != e["sha256"]:
+            problems.append(f"{e['file']}: fails its sha256 in {shipped.MANIFEST}")
+    listed = {e["file"] for e in entries.values()}
+    for f in sorted(root.glob("*.safetensors")):
+        if f.name not in listed:
+            problems.append(f"{f.name}: not listed in {shipped.MANIFEST}")
+    return problems
+
+
+def listing(root=NETWORKS_DIR) -> list[str]:
+    """One line per shipped network: file, size, test accuracy or error, provenance."""
+    root = Path(root)
+    lines = []
+    total = 0
+    for name, e in shipped.manifest(root).items():
+        total += e["bytes"]
+        score = next((f"{k} {v:.4g}" for k, v in e["info"].items()
+                      if k in ("test_accuracy", "test_mse")), "")
+        lines.append(f"{e['file']:<48} {e['bytes'] / 1e6:5.2f} MB  {score:<22} "
+                     f"{prov.describe(e['kind'], e['provenance'])}")
+    lines.append(f"{len(lines)} networks, {total / 1e6:.1f} MB in {root}")
+    return lines
+

@@ -1,0 +1,157 @@
+"""The book's measuring networks, shipped with the project: a read-only layer the weight
+cache consults before it trains.
+
+A re-run on another machine retrains every network, and CPU training differs across
+machines and thread counts in its last bits, which a network's metrics (FID, KID, AUPC)
+amplify.  So the networks a row is *measured* with (the explained classifiers, the IM
+autoencoders, the FID/KID feature networks, the independent classifiers) travel with the
+book, for its run (training seed 0, profile ``standard``), in ``networks/`` of the
+project:
+
+* each network is one `safetensors <https://huggingface.co/docs/safetensors>`_ file
+  (tensors only: loading it runs no code), ``<kind>-<key>.safetensors``, where ``key``
+  is the sha256 of the network's training config (:func:`cflib.cache.cache_key`);
+* ``MANIFEST.json`` lists each file with its config, the sha256 of the file, the info
+  stored beside the weights (test accuracy, ...), where it was trained (device, threads)
+  and its provenance (:mod:`cflib.provenance`: the commit and the digest of the code that
+  trained it).  The manifest is under version control, so git is the signature: a file
+  that fails its manifest's sha256 is an error, never loaded and never retrained over.
+
+:func:`cflib.cache.cached` asks :func:`load` first: a network of the manifest is loaded
+(on any device, at any thread count) and nothing is trained.  ``CFLIB_SHIPPED=off``
+retrains everything (the cache still serves what this machine trained);
+``CFLIB_SHIPPED=<folder>`` names another folder.  The generators and the methods' own
+networks (DCGAN, encoders, C3LT's mappings, ExpGAN, the quantization recipes) are the
+methods' training and are never shipped.  ``cflib networks ship`` writes the folder
+(:mod:`cflib.bench.networks`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from cflib.io import atomic_write
+
+SHIPPED_ENV = "CFLIB_SHIPPED"
+MANIFEST = "MANIFEST.json"
+FORMAT = 1
+_OFF = ("0", "off", "false", "no")
+
+
+def shipped_root() -> Path | None:
+    """The folder of the shipped networks: ``$CFLIB_SHIPPED`` (``off``: none), else
+    ``networks/`` of the project checkout cflib runs from (None when it has none)."""
+    v = os.environ.get(SHIPPED_ENV)
+    if v is not None:
+        if not v.strip():
+            raise ValueError(f"{SHIPPED_ENV}={v!r} is not valid; name the folder of the "
+                             "shipped networks, or 'off' to retrain every network")
+        if v.strip().lower() in _OFF:
+            return None
+        p = Path(v).expanduser()
+        if not (p / MANIFEST).is_file():
+            raise ValueError(f"{SHIPPED_ENV}={v!r} is not valid: {p} holds no {MANIFEST}; "
+                             "name the folder of the shipped networks, or 'off'")
+        return p
+    p = Path(__file__).resolve().parent.parent / "networks"
+    return p if (p / MANIFEST).is_file() else None
+
+
+def entry_name(kind: str, key: str) -> str:
+    return f"{kind}-{key}"
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=8)
+def _manifest(root: str, mtime: float) -> dict:
+    data = json.loads((Path(root) / MANIFEST).read_text())
+    if data.get("format") != FORMAT:
+        raise ValueError(f"{Path(root) / MANIFEST} is of format {data.get('format')!r}; this "
+                         f"cflib reads format {FORMAT}")
+    return data["networks"]
+
+
+def manifest(root: Path | None = None) -> dict[str, dict]:
+    """``{name: entry}`` of the shipped networks (empty when none are shipped)."""
+    root = shipped_root() if root is None else Path(root)
+    if root is None or not (root / MANIFEST).is_file():
+        return {}
+    return _manifest(str(root), (root / MANIFEST).stat().st_mtime)
+
+
+def find(kind: str, key: str, root: Path | None = None) -> dict | None:
+    """The manifest's entry of the network ``kind`` with config key ``key``, or None."""
+    return manifest(root).get(entry_name(kind, key))
+
+
+def load(kind: str, key: str, config: dict, module: nn.Module,
+         root: Path | None = None) -> tuple[dict, dict] | None:
+    """Load the shipped network ``kind``/``key`` into ``module``: ``(info, entry)``, or None
+    when it is not shipped (or shipping is off).  The file's sha256 must equal the
+    manifest's, the manifest's config the one asked for, and the tensors the module's names
+    and shapes, all checked before a tensor is copied; anything else is a ValueError that
+    names the file and what to do (a shipped network is never silently replaced)."""
+    root = shipped_root() if root is None else Path(root)
+    if root is None:
+        return None
+    entry = find(kind, key, root)
+    if entry is None:
+        return None
+    path = root / entry["file"]
+    fix = (f"restore it (git checkout -- {path.parent.name}/{path.name}), or set "
+           f"{SHIPPED_ENV}=off to retrain every network")
+    if not path.is_file():
+        raise ValueError(f"the shipped network {path} is listed in {MANIFEST} but missing; {fix}")
+    if file_sha256(path) != entry["sha256"]:
+        raise ValueError(f"the shipped network {path} fails its sha256 in {MANIFEST} (the file "
+                         f"was edited or replaced); {fix}")
+    if entry.get("config") != json.loads(json.dumps(config, sort_keys=True, default=str)):
+        raise ValueError(f"{MANIFEST} lists {entry_name(kind, key)} with another config than "
+                         f"the one it is keyed by; {fix}")
+    from safetensors.torch import load_file
+
+    state = load_file(str(path))
+    own = module.state_dict()
+    if set(state) != set(own) or any(tuple(state[k].shape) != tuple(own[k].shape) for k in own):
+        raise ValueError(f"the shipped network {path} does not fit today's {kind} architecture "
+                         f"(another set of tensors); re-ship it (cflib networks ship) or set "
+                         f"{SHIPPED_ENV}=off")
+    device = next((t.device for t in own.values()), torch.device("cpu"))
+    module.load_state_dict({k: v.to(device) for k, v in state.items()})
+    return dict(entry.get("info", {})), entry
+
+
+def write(root: Path, networks: list[dict]) -> Path:
+    """Write ``networks`` (dicts with ``kind``, ``key``, ``config``, ``state`` (a state dict),
+    ``info``, ``trained_on``, ``provenance``) as safetensors files and their manifest under
+    ``root``, replacing the folder's manifest.  Returns the manifest's path."""
+    from safetensors.torch import save_file
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    entries = {}
+    for n in networks:
+        name = entry_name(n["kind"], n["key"])
+        path = root / f"{name}.safetensors"
+        state = {k: v.detach().cpu().contiguous().clone() for k, v in n["state"].items()}
+        atomic_write(path, lambda tmp, s=state: save_file(s, str(tmp)))
+        entries[name] = {"kind": n["kind"], "key": n["key"], "file": path.name, "sha256": file_sha256(path),
+                         "bytes": path.stat().st_size, "config": n["config"],
+                         "trained_on": n["trained_on"], "info": n["info"],
+                         "provenance": n["provenance"]}
+    text = json.dumps({"format": FORMAT, "networks": dict(sorted(entries.items()))},
+                      indent=1, sort_keys=True) + "\n"
+    return atomic_write(root / MANIFEST, text)
