@@ -154,14 +154,15 @@ _USED: list[dict] = []
 def networks_used(since: int = 0) -> list[dict]:
     """The networks this process asked :func:`cached` for (from the ``since``-th on): dicts
     with ``kind``, ``entry`` (the cache file's or the shipped file's name), ``origin``
-    (``shipped``, ``cache``, ``trained`` or ``trained, not cached``) and ``provenance``
-    (one phrase, :func:`cflib.provenance.describe`)."""
+    (``shipped``, ``cache``, ``trained`` or ``trained, not cached``), ``provenance``
+    (one phrase, :func:`cflib.provenance.describe`) and ``code`` (the definitions its
+    training reaches today, :func:`cflib.provenance.training_code`)."""
     return [dict(u) for u in _USED[since:]]
 
 
-def _used(kind: str, entry: str, origin: str, recorded: dict | None) -> None:
+def _used(kind: str, entry: str, origin: str, recorded: dict | None, code: dict) -> None:
     _USED.append({"kind": kind, "entry": entry, "origin": origin,
-                  "provenance": prov.describe(kind, recorded)})
+                  "provenance": prov.describe(recorded), "code": code})
 
 
 def atomic_save(obj, path: Path) -> None:
@@ -258,15 +259,15 @@ def _lock(path: Path):
     return FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
 
 
-def _loaded(kind: str, path: Path, module: nn.Module, device, info: dict,
+def _loaded(kind: str, path: Path, module: nn.Module, device, code: dict, info: dict,
             recorded: dict | None):
     """A verified cache entry: say which code trained it when that is not today's."""
-    changed = prov.changed_since(kind, recorded)
+    changed = prov.changed_since(recorded)
     if changed is None or changed:
-        log.warning("cache %s: %s", path.name, prov.describe(kind, recorded))
+        log.warning("cache %s: %s", path.name, prov.describe(recorded))
     else:
         log.info("loaded %s %s", kind, path.name)
-    _used(kind, path.name, "cache", recorded)
+    _used(kind, path.name, "cache", recorded, code)
     return module.to(device).eval(), info
 
 
@@ -298,20 +299,22 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
     config = keyed(config, device)
     with seeded(seed):
         module = build().to(device)
+    code = prov.training_code(train, build, seeded)
     if not use_cache:
         with seeded(seed):
             info = train(module) or {}
-        _used(kind, path.name, "trained, not cached", prov.provenance(kind))
+        _used(kind, path.name, "trained, not cached", prov.provenance(train, build, seeded),
+              code)
         return module.eval(), info
     got = shipped.load(kind, key, asked, module)
     if got is not None:
         info, entry = got
         log.info("loaded %s %s (shipped with the book)", kind, entry["file"])
-        _used(kind, entry["file"], "shipped", entry.get("provenance"))
+        _used(kind, entry["file"], "shipped", entry.get("provenance"), code)
         return module.to(device).eval(), info
     loaded = _try_load(path, config, module)
     if loaded is not None:
-        return _loaded(kind, path, module, device, *loaded)
+        return _loaded(kind, path, module, device, code, *loaded)
     check_writable(path.parent)
     lock = _lock(path)
     from filelock import Timeout
@@ -324,7 +327,7 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
     try:
         loaded = _try_load(path, config, module)     # trained by the process we waited for
         if loaded is not None:
-            return _loaded(kind, path, module, device, *loaded)
+            return _loaded(kind, path, module, device, code, *loaded)
         log.info("training %s (%s)", kind, path.name)
         t0 = time.perf_counter()
         with seeded(seed):
@@ -332,8 +335,9 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
         module.eval()
         seconds = time.perf_counter() - t0
         state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-        made = _normalise(prov.provenance(kind, seconds))
-        _used(kind, path.name, "trained", made)
+        made = _normalise({**prov.provenance(train, build, seeded, seconds=seconds),
+                           "code": code})
+        _used(kind, path.name, "trained", made, code)
         try:
             info = _normalise(info)
             atomic_save({"format": FORMAT, "config": _normalise(config), "state_dict": state,

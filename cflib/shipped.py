@@ -13,8 +13,8 @@ project:
   is the sha256 of the network's training config (:func:`cflib.cache.cache_key`);
 * ``MANIFEST.json`` lists each file with its config, the sha256 of the file, the info
   stored beside the weights (test accuracy, ...), where it was trained (device, threads)
-  and its provenance (:mod:`cflib.provenance`: the commit and the digest of the code that
-  trained it).  The manifest is under version control, so git is the signature: a file
+  and its provenance (:mod:`cflib.provenance`: the commit and the digests of the code that
+  trained it, each distinct map of digests once in the manifest's ``code`` table).  The manifest is under version control, so git is the signature: a file
   that fails its manifest's sha256 is an error, never loaded and never retrained over.
 
 :func:`cflib.cache.cached` asks :func:`load` first: a network of the manifest is loaded
@@ -81,7 +81,14 @@ def _manifest(root: str, mtime: float) -> dict:
     if data.get("format") != FORMAT:
         raise ValueError(f"{Path(root) / MANIFEST} is of format {data.get('format')!r}; this "
                          f"cflib reads format {FORMAT}")
-    return data["networks"]
+    code = data.get("code", {})
+    out = {}
+    for name, e in data["networks"].items():    # each provenance's code map, resolved
+        made = dict(e.get("provenance") or {})
+        if isinstance(made.get("code"), str):
+            made["code"] = code.get(made["code"])
+        out[name] = {**e, "provenance": made}
+    return out
 
 
 def manifest(root: Path | None = None) -> dict[str, dict]:
@@ -134,6 +141,18 @@ def load(kind: str, key: str, config: dict, module: nn.Module,
     return dict(entry.get("info", {})), entry
 
 
+def _code_table(made: dict, code: dict) -> dict:
+    """A provenance with its code map moved into the manifest's ``code`` table (one map per
+    distinct training code, named by its sha256), so the manifest lists each map once."""
+    made = dict(made)
+    if isinstance(made.get("code"), dict):
+        blob = json.dumps(made["code"], sort_keys=True)
+        key = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        code[key] = made["code"]
+        made["code"] = key
+    return made
+
+
 def write(root: Path, networks: list[dict]) -> Path:
     """Write ``networks`` (dicts with ``kind``, ``key``, ``config``, ``state`` (a state dict),
     ``info``, ``trained_on``, ``provenance``) as safetensors files and their manifest under
@@ -142,7 +161,7 @@ def write(root: Path, networks: list[dict]) -> Path:
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    entries = {}
+    entries, code = {}, {}
     for n in networks:
         name = entry_name(n["kind"], n["key"])
         path = root / f"{name}.safetensors"
@@ -151,7 +170,7 @@ def write(root: Path, networks: list[dict]) -> Path:
         entries[name] = {"kind": n["kind"], "key": n["key"], "file": path.name, "sha256": file_sha256(path),
                          "bytes": path.stat().st_size, "config": n["config"],
                          "trained_on": n["trained_on"], "info": n["info"],
-                         "provenance": n["provenance"]}
-    text = json.dumps({"format": FORMAT, "networks": dict(sorted(entries.items()))},
-                      indent=1, sort_keys=True) + "\n"
+                         "provenance": _code_table(n["provenance"], code)}
+    text = json.dumps({"format": FORMAT, "networks": dict(sorted(entries.items())),
+                       "code": code}, indent=1, sort_keys=True) + "\n"
     return atomic_write(root / MANIFEST, text)

@@ -9,7 +9,11 @@ numbers are, so that a broken runner cannot pass.
 * ``Original Data`` (real test images of the target class, by label, as the paper's row):
   its validity is the classifier's accuracy on real target images, so it is at least the
   floor below on every pair, and its proximity is not 0;
-* the classifier is accurate (above a floor), validity and budget shares are shares.
+* the classifier is accurate (above a floor), validity and budget shares are shares;
+* every judge of transfer validity and ``Validity (all judges)`` is there; the strict
+  reading is at most each judge's validity; and at ``standard`` each judge's validity on
+  ``Original Data`` is within :data:`JUDGE_GAP` of the explained classifier's, so a low
+  judge validity elsewhere reads as a property of the counterfactuals, not of a weak judge.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import pandas as pd
 import pytest
 
 from cflib.bench.results import read_results
+from cflib.metrics import VALIDITY_ALL_JUDGES, VALIDITY_JUDGES
 
 ROOT = Path(__file__).resolve().parents[1]
 C3LT_FILES = [p for p in (ROOT / "results" / "mnist_eval.csv",
@@ -27,6 +32,9 @@ C3LT_FILES = [p for p in (ROOT / "results" / "mnist_eval.csv",
 #: hardest target of the tables is Fashion-MNIST's Shirt)
 REAL_VALIDITY_FLOOR = {"smoke": 0.2, "standard": 0.5, "paper": 0.5}
 ACCURACY_FLOOR = {"smoke": 0.5, "standard": 0.85, "paper": 0.85}
+#: the largest gap between a judge's validity and the explained classifier's on real images
+JUDGE_GAP = 0.1
+JUDGE_METRICS = [s.name for s in VALIDITY_JUDGES]
 
 
 def check_c3lt_identities(df: pd.DataFrame) -> None:
@@ -54,10 +62,20 @@ def check_c3lt_identities(df: pd.DataFrame) -> None:
     else:
         assert (real["Validity"] >= REAL_VALIDITY_FLOOR[profile]).all(), real["Validity"]
     assert (real["Proximity"] > 0).all()
-    for metric in ("Validity", "Validity (independent classifier)"):
-        if metric in wide:
-            v = wide[metric].dropna()
-            assert ((v >= 0) & (v <= 1)).all(), metric
+    judged = [*JUDGE_METRICS, VALIDITY_ALL_JUDGES.name]
+    missing = [m for m in judged if m not in wide]
+    assert not missing, f"no {missing} in the table"
+    for metric in ("Validity", *judged):
+        v = wide[metric].dropna()
+        assert ((v >= 0) & (v <= 1)).all(), metric
+    strict = wide[VALIDITY_ALL_JUDGES.name]
+    for metric in JUDGE_METRICS:
+        assert (strict <= wide[metric] + 1e-9).all(), f"all judges above {metric}"
+    if profile != "smoke":
+        for metric in JUDGE_METRICS:
+            gap = (real[metric] - real["Validity"]).abs()
+            assert (gap <= JUDGE_GAP).all(), \
+                f"{metric} on Original Data differs from the classifier's by {gap.max():.3f}"
     if "Budget_fraction" in wide:
         assert (wide["Budget_fraction"].dropna() > 0).all()
     acc = df.loc[df["method"] == "Classifier", "value"]

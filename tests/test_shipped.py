@@ -33,7 +33,7 @@ def _ship(folder, value=5.0, config=CFG):
     shipped.write(folder, [{"kind": "toy", "key": cache_key(config), "config": config,
                             "state": net.state_dict(), "info": {"test_accuracy": 0.5},
                             "trained_on": {"device_type": "cpu", "threads": 1},
-                            "provenance": prov.provenance("toy", 1.0)}])
+                            "provenance": prov.provenance(make, seconds=1.0)}])
     return folder / f"toy-{cache_key(config)}.safetensors"
 
 
@@ -91,21 +91,51 @@ def test_shipping_off_retrains_and_a_bad_value_is_refused(ships, monkeypatch):
 
 def test_a_cached_network_records_its_provenance_and_older_code_is_named(
         tmp_cache, monkeypatch, caplog):
+    from cflib.training import train_classifier
+
+    def train(net):
+        x, y = torch.zeros(4, 3), torch.zeros(4, dtype=torch.long)
+        return {"epochs": train_classifier(net, x, y, 0)}
+
     monkeypatch.setenv("CFLIB_SHIPPED", "off")
-    cached("toy", CFG, make, lambda net: {"a": 1})
+    cached("toy", CFG, make, train)
     payload = torch.load(cache_path("toy", CFG), weights_only=True)
     assert payload["format"] == FORMAT == 3
-    assert payload["provenance"]["code"] == prov.training_code("toy")
+    code = payload["provenance"]["code"]
+    # the training reaches train_classifier (a cflib function it names), not the rest
+    assert "cflib/training.py::train_classifier" in code
+    assert not any("zoo.py" in k for k in code), sorted(code)
     assert payload["provenance"]["commit"] == prov.commit()
-    # the training code changes: the entry is still loaded, and the log names the module
-    changed = dict(prov.training_code("toy"))
-    changed["cflib/training.py"] = "0" * 16
-    monkeypatch.setattr(prov, "training_code", lambda kind: changed)
+    # nothing it reached changed: the entry is today's, loaded without a word
     before = len(networks_used())
     with caplog.at_level(logging.WARNING, logger="cflib"):
         cached("toy", CFG, make, never)
-    assert "training code has changed since (cflib/training.py)" in caplog.text
+    assert caplog.text == ""
+    assert "by today's training code" in networks_used(before)[0]["provenance"]
+    # a reached definition changed: still loaded, and the log names it
+    real = prov._file_definitions
+
+    def edited(module, mtime):
+        defs = dict(real(module, mtime))
+        if module == "cflib/training.py":
+            defs["train_classifier"] = "0" * 12
+        return defs
+
+    monkeypatch.setattr(prov, "_file_definitions", edited)
+    before = len(networks_used())
+    with caplog.at_level(logging.WARNING, logger="cflib"):
+        cached("toy", CFG, make, never)
+    assert ("training code has changed since (cflib/training.py::train_classifier)"
+            in caplog.text)
     assert networks_used(before)[0]["origin"] == "cache"
+
+
+def test_definitions_split_dict_entries_and_ignore_imports_and_docstrings():
+    a = prov.definitions(text='import os\nP = {"a": 1, "b": 2}\ndef f():\n    """doc"""\n'
+                              '    return 1\n')
+    b = prov.definitions(text='import sys\nP = {"a": 1, "b": 3, "c": 4}\ndef f():\n'
+                              '    return 1\n')
+    assert a["P['a']"] == b["P['a']"] and a["P['b']"] != b["P['b']"] and a["f"] == b["f"]
 
 
 def test_an_edited_provenance_fails_the_checksum(tmp_cache, monkeypatch):
@@ -149,7 +179,8 @@ def test_ship_then_every_measuring_network_loads_from_the_shipped_folder(
     manifest, written = nets.ship(tmp_path / "networks", profile="smoke")
     kinds = sorted({n["kind"] for n in written})
     assert kinds == ["autoencoder", "bnn_classifier", "classifier", "feature_net",
-                     "judge_classifier", "mc_dropout_classifier", "small_cnn"]
+                     "judge_classifier", "judge_mlp", "judge_resnet", "mc_dropout_classifier",
+                     "small_cnn"]
     assert all(n["provenance"]["commit"] == prov.commit() for n in written)
     assert nets.check(tmp_path / "networks") == []
     monkeypatch.setenv("CFLIB_CACHE", str(tmp_path / "empty-cache"))

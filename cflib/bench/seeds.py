@@ -28,6 +28,10 @@ PURPOSES: dict[str, tuple[str, int, int, str]] = {
     "feature_net": ("train", 1000, 1, "the FID/KID feature network"),
     "judge": ("train", 2000, 1, "the independent classifier of Validity (independent "
                                 "classifier), its held-out split"),
+    "judge_resnet": ("train", 3000, 1, "the residual-network judge of transfer validity, "
+                                       "its held-out split"),
+    "judge_mlp": ("train", 4000, 1, "the multilayer-perceptron judge of transfer validity, "
+                                    "its held-out split"),
     "autoencoder": ("train", 0, 1, "IM1/IM2 and loss autoencoders, their validation split"),
     "dcgan": ("train", 0, 1, "C3LT's DCGAN"),
     "encoder": ("train", 0, 1, "C3LT's encoder (all classes and per pair)"),

@@ -19,7 +19,14 @@ from cflib.bench.data import canonical_dataset, class_subset, holdout, load_spli
 from cflib.bench.profiles import Profile, get_profile
 from cflib.bench.seeds import Seeds, train_seed
 from cflib.cache import cache_key, cached, fingerprint
-from cflib.models import C3LTClassifier, FeatureNet, LatentAutoencoder, SmallCNN
+from cflib.models import (
+    C3LTClassifier,
+    FeatureNet,
+    LatentAutoencoder,
+    MLPJudge,
+    ResNetJudge,
+    SmallCNN,
+)
 from cflib.models.autoencoder import make_autoencoder
 from cflib.models.bayesian import (
     BayesByBackpropCNN,
@@ -112,6 +119,59 @@ def judge_classifier(dataset: str, profile="standard", seed: int = 0, device="cp
         return {**out, "test_accuracy": accuracy(model, *load_split(dataset, "test"))}
 
     return cached("judge_classifier", cfg, SmallCNN, train, device, use_cache)
+
+
+def _held_out_judge(kind: str, arch: str, build, purpose: str, dataset: str, profile: Profile,
+                    seed: int, device, use_cache: bool):
+    """A judge trained as :func:`judge_classifier` (the training split less a seeded
+    held-out tenth, Adam lr 1e-3, batch 128, at most ``nets.judge_epochs`` epochs, the
+    best held-out epoch kept), of architecture ``build`` and the seed of ``purpose``."""
+    s = train_seed(purpose, seed)
+    epochs = profile.nets.judge_epochs
+    cfg = _base(kind, dataset, profile, s, arch=arch, epochs=epochs, lr=1e-3, batch_size=128,
+                train_subset=profile.nets.train_subset, val_fraction=JUDGE_VAL_FRACTION,
+                selection="held-out accuracy")
+
+    def train(model):
+        x, y = subsample(*load_split(dataset, "train"), profile.nets.train_subset, s)
+        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(s))
+        n_val = max(1, round(JUDGE_VAL_FRACTION * len(x)))
+        val, fit = perm[:n_val], perm[n_val:]
+        out = train_classifier(model, x[fit], y[fit], epochs, lr=1e-3, seed=s,
+                               x_val=x[val], y_val=y[val], desc=f"{kind} {dataset}")
+        return {**out, "test_accuracy": accuracy(model, *load_split(dataset, "test"))}
+
+    return cached(kind, cfg, build, train, device, use_cache)
+
+
+def judge_resnet(dataset: str, profile="standard", seed: int = 0, device="cpu",
+                 use_cache: bool = True):
+    """The residual-network judge (:class:`~cflib.models.ResNetJudge`: batch norm, global
+    average pooling), trained as :func:`judge_classifier` with its own seed."""
+    check_device(device)
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    return _held_out_judge("judge_resnet", "ResNet 16-32-64 BN GAP", ResNetJudge,
+                           "judge_resnet", dataset, profile, seed, device, use_cache)
+
+
+def judge_mlp(dataset: str, profile="standard", seed: int = 0, device="cpu",
+              use_cache: bool = True):
+    """The multilayer-perceptron judge (:class:`~cflib.models.MLPJudge`, 784-512-256-10),
+    trained as :func:`judge_classifier` with its own seed."""
+    check_device(device)
+    dataset, profile = canonical_dataset(dataset), get_profile(profile)
+    return _held_out_judge("judge_mlp", "MLP 784-512-256", MLPJudge, "judge_mlp", dataset,
+                           profile, seed, device, use_cache)
+
+
+#: the judges of transfer validity, by the name their metrics carry: three families
+JUDGES = {"SmallCNN": judge_classifier, "ResNet": judge_resnet, "MLP": judge_mlp}
+
+
+def judges(dataset: str, profile="standard", seed: int = 0, device="cpu",
+           use_cache: bool = True) -> dict[str, tuple]:
+    """Every judge of :data:`JUDGES` of a dataset: ``{name: (model, info)}``."""
+    return {name: fn(dataset, profile, seed, device, use_cache) for name, fn in JUDGES.items()}
 
 
 AE_VAL_FRACTION = 0.1

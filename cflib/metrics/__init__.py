@@ -18,13 +18,16 @@ from cflib.metrics.basic import (
     PROXIMITY_TO_RECONSTRUCTION,
     SECONDS_PER_CF,
     VALIDITY,
-    VALIDITY_INDEPENDENT,
+    VALIDITY_ALL_JUDGES,
+    VALIDITY_JUDGES,
+    all_judges_validity,
     judged_validity,
     l0_count,
     l1_distance,
     proximity,
     validity,
 )
+from cflib.metrics.dependence import DIVERSITY, QUERY_DEPENDENCE, diversity, query_dependence
 from cflib.metrics.distribution import FID, KID, FrozenFeatures, fid_kid
 from cflib.metrics.plausibility import IM1, IM2, im1, im1_by_class, im2
 from cflib.metrics.spec import SPECS, MetricSpec, get_spec, register
@@ -34,4 +37,5 @@ __all__ = ["im1", "im2", "im1_by_class", "fid_kid", "FrozenFeatures", "proximity
            "FID", "KID", "AUPC_TARGET", "AUPC_QUERY", "COUT", "PROXIMITY", "VALIDITY",
            "SECONDS_PER_CF", "ACCURACY", "EDITS", "FEATURE_VALIDITY", "PROXIMITY_TO_RECONSTRUCTION",
            "N_ALREADY_TARGET", "L1", "L0", "l1_distance", "l0_count",
-           "VALIDITY_INDEPENDENT", "judged_validity"]
+           "VALIDITY_JUDGES", "VALIDITY_ALL_JUDGES", "judged_validity", "all_judges_validity",
+           "DIVERSITY", "QUERY_DEPENDENCE", "diversity", "query_dependence"]

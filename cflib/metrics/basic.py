@@ -90,12 +90,10 @@ N_ALREADY_TARGET = MetricSpec(
     "N_already_target", lambda c: c.cf.meta["n_already_target"], False,
     "queries the classifier already assigns to the target: never counted as valid",
     needs="n_already_target")
-def judged_validity(judge, cf) -> float:
-    """Share of ``cf``'s counterfactuals that another classifier, ``judge``, assigns to
-    their targets (a query the explained classifier already assigned to its target is
-    never a success, as in :attr:`Counterfactuals.success`).  An adversarial
-    perturbation fools the classifier it was computed on; a change that makes the image
-    look like the target class convinces an independent one too."""
+def judged(judge, cf) -> torch.Tensor:
+    """Which of ``cf``'s counterfactuals another classifier, ``judge``, assigns to their
+    targets (bool, one per counterfactual; a query the explained classifier already
+    assigned to its target is never a success, as in :attr:`Counterfactuals.success`)."""
     from cflib.scopes import frozen
     from cflib.tensors import model_device
 
@@ -103,14 +101,50 @@ def judged_validity(judge, cf) -> float:
         dev = model_device(judge)
         pred = torch.cat([judge(cf.x_cf[i:i + 512].to(dev)).argmax(1).cpu()
                           for i in range(0, len(cf.x_cf), 512)])
-    ok = (pred == cf.target.cpu()) & ~cf.meta["already_target"].cpu()
+    return (pred == cf.target.cpu()) & ~cf.meta["already_target"].cpu()
+
+
+def judged_validity(judge, cf) -> float:
+    """Share of ``cf``'s counterfactuals that another classifier, ``judge``, assigns to
+    their targets (:func:`judged`).  An adversarial perturbation fools the classifier it
+    was computed on; a change that makes the image look like the target class convinces
+    an independent one too."""
+    return judged(judge, cf).float().mean().item()
+
+
+def all_judges_validity(judges, cf) -> float:
+    """Share of ``cf``'s counterfactuals that *every* judge of ``judges`` assigns to its
+    target: the strict reading of transfer (no judge family is fooled alone)."""
+    ok = torch.ones(len(cf.x_cf), dtype=torch.bool)
+    for judge in judges.values():
+        ok &= judged(judge, cf)
     return ok.float().mean().item()
 
 
-VALIDITY_INDEPENDENT = MetricSpec(
-    "Validity (independent classifier)", lambda c: judged_validity(c.models.judge, c.cf), True,
-    "share of counterfactuals that an independent classifier (another architecture and "
-    "training seed, the same training split) assigns to the target")
+#: the judges of transfer validity, by the name their metrics carry (the context's
+#: ``judges``: cflib.bench.zoo.JUDGES): three families
+JUDGE_NAMES = ("SmallCNN", "ResNet", "MLP")
+_JUDGE_DESCRIPTIONS = {
+    "SmallCNN": "a convolutional network close to the explained one (the quantization "
+                "chapter's SmallCNN: 3x3 convolutions, max pooling, 64 hidden units)",
+    "ResNet": "a residual network with batch norm and global average pooling",
+    "MLP": "a multilayer perceptron on the pixels (no convolution)",
+}
+
+
+def _judge_spec(name: str) -> MetricSpec:
+    return MetricSpec(
+        f"Validity ({name} judge)", lambda c: judged_validity(c.judges[name], c.cf), True,
+        f"share of counterfactuals that an independent judge, {_JUDGE_DESCRIPTIONS[name]}, "
+        "trained on the training split with its own seed, assigns to the target")
+
+
+VALIDITY_JUDGES = tuple(_judge_spec(n) for n in JUDGE_NAMES)
+VALIDITY_ALL_JUDGES = MetricSpec(
+    "Validity (all judges)", lambda c: all_judges_validity(c.judges, c.cf), True,
+    "share of counterfactuals that every judge (three families: "
+    + ", ".join(JUDGE_NAMES) + ") assigns to the target: transfer in the strict reading")
 
 register(VALIDITY, PROXIMITY, SECONDS_PER_CF, ACCURACY, EDITS, FEATURE_VALIDITY,
-         PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET, L1, L0, VALIDITY_INDEPENDENT)
+         PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET, L1, L0, *VALIDITY_JUDGES,
+         VALIDITY_ALL_JUDGES)

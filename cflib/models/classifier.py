@@ -1,5 +1,6 @@
-"""Classifiers: the C3LT CNN, the feature network used for FID/KID, and the quantization
-chapter's SmallCNN."""
+"""Classifiers: the C3LT CNN, the feature network used for FID/KID, the quantization
+chapter's SmallCNN, and the judges of transfer validity (a residual network with batch
+norm and global pooling, and a multilayer perceptron)."""
 from __future__ import annotations
 
 import torch
@@ -89,3 +90,51 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x))
+
+
+class _ResidualBlock(nn.Module):
+    def __init__(self, c_in: int, c_out: int, stride: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(),
+            nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out),
+        )
+        self.skip = (nn.Identity() if stride == 1 and c_in == c_out else nn.Sequential(
+            nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.skip(x))
+
+
+class ResNetJudge(nn.Module):
+    """A judge of another convolutional family than the explained C3LT CNN: a small
+    residual network (a 3x3 stem of 16 channels, two residual blocks of 32 and 64 channels
+    at stride 2, batch norm throughout, global average pooling, one linear layer).  No max
+    pooling, no fully connected hidden layer, no dropout."""
+
+    def __init__(self, n_classes: int = 10):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+            _ResidualBlock(16, 32, 2), _ResidualBlock(32, 64, 2),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        )
+        self.head = nn.Linear(64, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+class MLPJudge(nn.Module):
+    """A judge of a non-convolutional family: a multilayer perceptron on the 784 pixels
+    (784 -> 512 -> 256 -> 10, ReLU); it sees no locality or translation structure."""
+
+    def __init__(self, n_classes: int = 10, hidden: tuple[int, int] = (512, 256)):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Flatten(), nn.Linear(784, hidden[0]), nn.ReLU(),
+            nn.Linear(hidden[0], hidden[1]), nn.ReLU(), nn.Linear(hidden[1], n_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)

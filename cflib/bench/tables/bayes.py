@@ -23,6 +23,13 @@ table's metric specs (:data:`BAYES_METRICS`):
 - ``Validity_per_draw``: the share of single fresh posterior draws that put each
   counterfactual in its target (the PSCE author's "validity after training");
 - ``Confidence_fresh``: the posterior-mean probability of the target on fresh draws;
+- ``Validity (<name> judge)``, one per judge of three families (a SmallCNN, a residual
+  network, a multilayer perceptron; :data:`cflib.bench.zoo.JUDGES`), and ``Validity (all
+  judges)``: the share of counterfactuals that the judge (every judge) assigns to the
+  target: transfer beyond the explained network;
+- ``Diversity`` and ``Query_dependence`` (:mod:`cflib.metrics.dependence`): how varied
+  the counterfactuals of one target class are against real test images of it, and how
+  much their pairwise distances follow their queries';
 - ``L1`` and ``L0``: the summed pixel change and the pixels changed by more than 0.1
   (on the [0, 1] scale);
 - ``Seconds_per_CF``: wall time of the method divided by the number of images.
@@ -38,7 +45,7 @@ from the IM1 ones (another architecture and seed): the ``variant`` column.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -57,7 +64,19 @@ from cflib.bench.runner import summarise as _summarise
 from cflib.bench.seeds import Seeds
 from cflib.explainers import Counterfactuals
 from cflib.explainers._posterior import posterior_probs
-from cflib.metrics import ACCURACY, IM1, L0, L1, N_ALREADY_TARGET, SECONDS_PER_CF
+from cflib.metrics import (
+    ACCURACY,
+    DIVERSITY,
+    IM1,
+    L0,
+    L1,
+    N_ALREADY_TARGET,
+    QUERY_DEPENDENCE,
+    SECONDS_PER_CF,
+    VALIDITY_ALL_JUDGES,
+    VALIDITY_JUDGES,
+)
+from cflib.metrics.dependence import MAX_REAL
 from cflib.metrics.robustness import (
     CONFIDENCE_FRESH,
     IMPLAUSIBILITY,
@@ -156,6 +175,8 @@ class BayesContext:
     seed: int = 0
     fresh_seed: int = 10_000_000
     scales: tuple = DEFAULT_SCALES
+    judges: dict = field(default_factory=dict)    # name -> judge (zoo.JUDGES)
+    real_by_class: dict = field(default_factory=dict)   # class -> real test images
 
     def fresh(self):
         """The context in which the model predicts with the fresh draws."""
@@ -206,7 +227,8 @@ class BayesContext:
 
 BAYES_METRICS = (
     IM1, IMPLAUSIBILITY, VALIDITY_IN_SAMPLE, VALIDITY_FRESH, VALIDITY_PER_DRAW, ROBUSTNESS_AUC,
-    ROBUSTNESS_RATIO, CONFIDENCE_FRESH, L1, L0, SECONDS_PER_CF, N_ALREADY_TARGET,
+    ROBUSTNESS_RATIO, CONFIDENCE_FRESH, *VALIDITY_JUDGES, VALIDITY_ALL_JUDGES, DIVERSITY,
+    QUERY_DEPENDENCE, L1, L0, SECONDS_PER_CF, N_ALREADY_TARGET,
 )
 #: what PSCE's ablation rows carry
 ABLATION_METRICS = (IM1, IMPLAUSIBILITY, VALIDITY_FRESH, VALIDITY_PER_DRAW, CONFIDENCE_FRESH,
@@ -257,6 +279,9 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
     x_train, y_train = load_split(dataset, "train")
     aes = {c: zoo.autoencoder(dataset, c, prof, seeds.train, device=device)[0]
            for c in range(10)}
+    judges = {n: m for n, (m, _) in zoo.judges(dataset, prof, seeds.train, device).items()}
+    x_test, y_test = load_split(dataset, "test")
+    real = {c: x_test[y_test == c][:MAX_REAL] for c in range(10)}
     rows_of = [*[m for m in BAYES_REFERENCES if m not in methods], *methods]
     explainers = {m: catalog.build(m, clf, dataset=dataset, profile=prof, seeds=seeds)
                   for m in rows_of}
@@ -275,7 +300,7 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
             log.info("%s / %s: repeat %d, %d images", model, m, r, len(x))
             cf = ex.explain(x, t, seed=qs)
             ctx = BayesContext(cf, y, aes, clf, x_train, y_train, n_perturbations, qs,
-                               seeds("bayes_fresh", r), tuple(scales))
+                               seeds("bayes_fresh", r), tuple(scales), judges, real)
             rows += [{**base, "method": m, "metric": k, "value": v, "repeat": r}
                      for k, v in evaluate(ctx, BAYES_TABLE.metrics).items()]
             cfs["curves"] += [{"model": model, "method": m, "repeat": r, "scale": sc,

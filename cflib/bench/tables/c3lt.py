@@ -35,6 +35,7 @@ from cflib.metrics import (
     AUPC_QUERY,
     AUPC_TARGET,
     COUT,
+    DIVERSITY,
     EDITS,
     FEATURE_VALIDITY,
     FID,
@@ -44,9 +45,11 @@ from cflib.metrics import (
     N_ALREADY_TARGET,
     PROXIMITY,
     PROXIMITY_TO_RECONSTRUCTION,
+    QUERY_DEPENDENCE,
     SECONDS_PER_CF,
     VALIDITY,
-    VALIDITY_INDEPENDENT,
+    VALIDITY_ALL_JUDGES,
+    VALIDITY_JUDGES,
     FrozenFeatures,
     aupc,
     fid_kid,
@@ -87,8 +90,8 @@ class EvalModels:
     autoencoders: dict            # class index -> AE, and None -> the all-class AE
     feature: FrozenFeatures
     feature_info: dict
-    judge: nn.Module | None = None      # the independent classifier (zoo.judge_classifier)
-    judge_info: dict = field(default_factory=dict)
+    judges: dict = field(default_factory=dict)       # name -> judge (zoo.JUDGES)
+    judges_info: dict = field(default_factory=dict)  # name -> its info (test accuracy)
 
 
 @dataclass
@@ -123,6 +126,16 @@ class PairContext:
         return self.models.autoencoders
 
     @property
+    def judges(self) -> dict:
+        return self.models.judges
+
+    @property
+    def real_by_class(self) -> dict:
+        """Real test images of the target class (the FID/KID reference half): the
+        denominator of the diversity."""
+        return {self.target_class: self.reference}
+
+    @property
     def query_labels(self) -> torch.Tensor:
         return torch.full((len(self.cf),), self.query_class, dtype=torch.long)
 
@@ -130,7 +143,8 @@ class PairContext:
 #: the metrics of the C3LT table (IM2 and KID are stored unscaled; their specs'
 #: ``display_scale`` is the paper's x10 and x1e3)
 C3LT_METRICS = (IM1, IM2, FID, KID, AUPC_TARGET, AUPC_QUERY, COUT, PROXIMITY, VALIDITY,
-                VALIDITY_INDEPENDENT, SECONDS_PER_CF)
+                *VALIDITY_JUDGES, VALIDITY_ALL_JUDGES, DIVERSITY, QUERY_DEPENDENCE,
+                SECONDS_PER_CF)
 #: what CVE reports besides the table's metrics (computed only where the method has them)
 CVE_METRICS = (EDITS, FEATURE_VALIDITY)
 PROXIMITY_VS_REAL = register(MetricSpec(
@@ -170,9 +184,10 @@ def load_eval_models(dataset: str, classes, profile="standard", seed: int = 0,
     aes = {c: zoo.autoencoder(dataset, c, prof, seed, device)[0] for c in sorted(set(classes))}
     aes[None] = zoo.autoencoder(dataset, None, prof, seed, device)[0]
     feat, feat_info = zoo.feature_net(dataset, prof, seed, device)
-    judge, judge_info = zoo.judge_classifier(dataset, prof, seed, device)
-    return EvalModels(dataset, clf, clf_info, aes, FrozenFeatures(feat), feat_info, judge,
-                      judge_info)
+    judges = zoo.judges(dataset, prof, seed, device)
+    return EvalModels(dataset, clf, clf_info, aes, FrozenFeatures(feat), feat_info,
+                      {n: m for n, (m, _) in judges.items()},
+                      {n: info for n, (_, info) in judges.items()})
 
 
 def split_reference(x_target: torch.Tensor, seed: int = 0):
