@@ -283,10 +283,11 @@ def _lever_evidence(folder, generator_effect: float, alpha_effect: float):
 
 
 @pytest.mark.parametrize("generator_effect, alpha_effect, says, not_says", [
-    (0.09, 0.01, "proximity responds to 5 times longer generator training.",
-     "The paper reports its proximity at α = 0.1"),
-    (0.0, 0.2, "proximity responds to a 100 times larger proximity weight.",
-     "The generator's training is the lever"),
+    (0.09, 0.01, "proximity responds to 5 times longer generator training, the part",
+     "stays unexplained"),
+    # a lever the paper did not use is never the answer about the paper's setting
+    (0.0, 0.2, "at the paper's setting the gap to its proximity stays unexplained",
+     "proximity responds to a 100 times larger"),
     (0.01, 0.01, "none changes C3LT's proximity by 0.03 or more", "proximity responds to"),
 ])
 def test_the_c3lt_page_names_the_lever_the_measurements_support(generator_effect, alpha_effect,

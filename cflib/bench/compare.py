@@ -373,8 +373,29 @@ def _timing(metric: str) -> bool:
         return False
 
 
+def measured_with(networks: list[dict]) -> str:
+    """One sentence: which measuring networks (:data:`cflib.bench.networks.MEASURING_KINDS`)
+    a run used, shipped with the book or trained here (``networks``: the records of
+    :func:`cflib.cache.networks_used`; empty: not recorded)."""
+    from cflib.bench.networks import MEASURING_KINDS
+
+    mine = [n for n in networks if n["kind"] in MEASURING_KINDS]
+    if not mine:
+        return ""
+    shipped = [n for n in mine if n["origin"] == "shipped"]
+    other = [n for n in mine if n["origin"] != "shipped"]
+    if not other:
+        return (f"Measured with the book's shipped networks ({len(shipped)}: the classifier, "
+                "the IM autoencoders, the feature network and the judges of networks/).")
+    kinds = ", ".join(sorted({n["kind"] for n in other}))
+    return (f"Measured with {len(other)} of {len(mine)} networks not shipped with the book "
+            f"but trained on this machine or loaded from its cache ({kinds})"
+            + (f", and {len(shipped)} shipped ones." if shipped else "."))
+
+
 def book_rows(table: BenchTable, own: pd.DataFrame, profile: Profile, seeds: Seeds,
-              n_images: int | None, pairs: list[str], folder=None):
+              n_images: int | None, pairs: list[str], folder=None,
+              networks: list[dict] | None = None):
     """The book's committed rows of ``table`` that can stand beside this run's, with a
     sentence saying where they come from or why none do: ``(rows or None, note, gap)``.
 
@@ -424,14 +445,32 @@ def book_rows(table: BenchTable, own: pd.DataFrame, profile: Profile, seeds: See
         why = ("they share no cell with this run's" if math.isnan(gap) else
                f"the largest relative difference is {gap:.2g}, on {where}")
         return None, (f"The book's rows ({shown}) are not shown: their reference rows "
-                      f"differ from this run's ({why}): this run's networks or queries are "
-                      "not the book's (the weight cache keys networks by the CPU thread "
-                      "count, and the book's runs use CFLIB_THREADS=1), or the file was "
-                      f"written by other code; {mine}."), gap
+                      f"differ from this run's ({why}): {_cause(networks)}; {mine}."), gap
     return df, (f"The book's rows come from {shown} (profile {profile.name}, training "
                 f"seed {seeds.train}, data seed {seeds.data}); this run's reference rows "
                 f"equal them (largest relative difference {gap:.1g}, every metric but time), "
                 "so the method ran on the book's networks and queries."), gap
+
+
+def _cause(networks: list[dict] | None) -> str:
+    """Why this run's reference rows differ from the book's, as far as the run knows."""
+    from cflib.bench.networks import MEASURING_KINDS
+
+    mine = [n for n in (networks or []) if n["kind"] in MEASURING_KINDS]
+    other = sorted({n["kind"] for n in mine if n["origin"] != "shipped"})
+    if other:
+        return ("this run measured with networks that are not the book's shipped ones ("
+                + ", ".join(other) + ": trained on this machine or loaded from its cache, "
+                "e.g. with CFLIB_SHIPPED=off or for a pair the book does not run), and a "
+                "network trained on another machine or thread count differs in its last "
+                "bits")
+    if mine:
+        return ("this run measured with the book's shipped networks, so the difference "
+                "comes from the computation itself (another CPU kind, another thread count "
+                "than the book's one, another device) or from code changed since the "
+                "book's run")
+    return ("this run's networks or queries are not the book's, or the file was written "
+            "by other code")
 
 
 # -- what a comparison holds -----------------------------------------------------------------
@@ -450,6 +489,7 @@ class TableComparison:
     book: pd.DataFrame | None
     note: str
     gap: float | None = None
+    networks: list = field(default_factory=list)   # cflib.cache.networks_used records
 
     @property
     def results(self) -> pd.DataFrame:
@@ -573,7 +613,12 @@ class Comparison:
                "seeds": {"train": self.seeds.train, "data": self.seeds.data},
                "device": self.device, "n_images": self.n_images,
                "cflib_version": cflib.__version__,
-               "tables": {k: {"pairs": t.pairs} for k, t in self.tables.items()}}
+               "tables": {k: {"pairs": t.pairs,
+                              "networks": [{"kind": n["kind"], "entry": n["entry"],
+                                            "origin": n["origin"],
+                                            "provenance": n["provenance"]}
+                                           for n in t.networks]}
+                          for k, t in self.tables.items()}}
         paths.append(atomic_write(folder / f"{name}.json",
                                   json.dumps(doc, indent=1, default=str) + "\n"))
         self.folder, self.results_name, self.files = folder, name, paths
@@ -598,9 +643,11 @@ class Comparison:
             spec = TABLES[key]
             run = (c3lt.TableRun if spec.kind == "c3lt" else bayes.BayesRun).load(
                 folder, f"{name}_{key}")
+            used = t.get("networks", [])
             rows, note, gap = book_rows(spec, run.results, prof, seeds, doc["n_images"],
-                                        t["pairs"], book_results)
-            tables[key] = TableComparison(spec, doc["method"], run, t["pairs"], rows, note, gap)
+                                        t["pairs"], book_results, used)
+            tables[key] = TableComparison(spec, doc["method"], run, t["pairs"], rows, note, gap,
+                                          used)
         page = folder / f"{name}.html"
         return cls(doc["method"], doc["given"], doc["config"], doc["profile"], seeds,
                    doc["device"], doc["n_images"], tables, folder, name,
@@ -716,7 +763,10 @@ class Plan:
 
     def run_table(self, table: BenchTable) -> TableComparison:
         """One table through its runner, the method added to the catalog for the run."""
+        from cflib.cache import networks_used
+
         name = self.method.name
+        before = len(networks_used())
         with catalog.extended(_entry(self.method, table)):
             if table.kind == "c3lt":
                 # the method first on each pair: a method that fails, fails before the
@@ -729,9 +779,10 @@ class Plan:
                                                self._profile_for(table), self.seeds,
                                                self.device, [name])
         pairs = [pair_label(p) for p in self.pairs.get(table.key, [])]
+        used = networks_used(before)
         rows, note, gap = book_rows(table, run.results, self.profile, self.seeds,
-                                    self.n_images, pairs, self.book_results)
-        return TableComparison(table, name, run, pairs, rows, note, gap)
+                                    self.n_images, pairs, self.book_results, used)
+        return TableComparison(table, name, run, pairs, rows, note, gap, used)
 
     def run(self) -> Comparison:
         """Every table, then the files and the page; torch runs at ``CFLIB_THREADS``

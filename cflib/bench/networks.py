@@ -27,6 +27,10 @@ from cflib.cache import cache_key, cache_root, events, networks_used, read_entry
 
 #: where ``cflib networks ship`` writes by default: ``networks/`` of the project
 NETWORKS_DIR = prov.CHECKOUT / "networks"
+#: the kinds of network a row is measured with (not a method's own training)
+MEASURING_KINDS = frozenset({"classifier", "autoencoder", "feature_net", "judge_classifier",
+                             "judge_resnet", "judge_mlp", "mc_dropout_classifier",
+                             "bnn_classifier", "small_cnn"})
 
 
 def measuring_networks(profile="standard", seed: int = 0, device="cpu") -> list[dict]:

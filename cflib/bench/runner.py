@@ -159,8 +159,8 @@ def shape_checks(means: pd.DataFrame, table: str, by: list[str] | None = None,
                     ci = (c.low, c.high)
                     sign = 1.0 if spec.higher_is_better else -1.0
                     holds = bool(sign * c.estimate >= 0)
-                    significant = bool(sign * c.low > 0 if spec.higher_is_better
-                                       else sign * c.high > 0)
+                    # the interval excludes 0 (either way): a difference the data resolve
+                    significant = bool(c.low > 0 or c.high < 0)
             matched, why = True, ""
             if e.match:
                 matched, why = _match(vals, e.method, other, e.match)
@@ -169,7 +169,11 @@ def shape_checks(means: pd.DataFrame, table: str, by: list[str] | None = None,
             if not matched:
                 why = "rows not matched: " + why
             elif significant is False:
+                # the sign of the estimate is not a finding: neither holds nor fails
+                verdict, holds = "inconclusive", False
                 why = "the 95 % interval includes 0"
+            elif significant and not holds:
+                why = "the 95 % interval excludes 0, the other way"
             shown = abs if spec.higher_is_better is None else float
             rows.append({**dict(zip(by or [], key)), "expectation": _text(e),
                          "metric": e.metric, "direction": spec.arrow, "method": e.method,

@@ -166,6 +166,14 @@ def judge_mlp(dataset: str, profile="standard", seed: int = 0, device="cpu",
 
 #: the judges of transfer validity, by the name their metrics carry: three families
 JUDGES = {"SmallCNN": judge_classifier, "ResNet": judge_resnet, "MLP": judge_mlp}
+#: what each judge is, in words (the chapters' judges table)
+JUDGE_ARCHITECTURES = {
+    "SmallCNN": "convolutional, close to the explained CNN: two 3x3 convolutions with max "
+                "pooling, 64 hidden units (the quantization chapter's SmallCNN)",
+    "ResNet": "residual: a 3x3 stem and two residual blocks (16-32-64 channels) with batch "
+              "norm, global average pooling, no hidden fully connected layer",
+    "MLP": "not convolutional: a multilayer perceptron on the 784 pixels (512-256 hidden)",
+}
 
 
 def judges(dataset: str, profile="standard", seed: int = 0, device="cpu",
@@ -296,7 +304,8 @@ def c3lt_pair_encoder(dataset: str, pair, profile="standard", seed: int = 0, dev
                       use_cache: bool = True):
     """C3LT's encoder for one class pair: the all-class :func:`c3lt_encoder` fine-tuned
     ``c3lt.pair_encoder_epochs`` epochs on the training images of the pair's two classes
-    (the public code ships one encoder per pair; how it was trained is not published),
+    (the public code ships one encoder's weights per pair; how they were trained is not
+    published),
     with the same loss, Adam at :data:`PAIR_ENCODER_LR`.  With 0 epochs, the all-class
     encoder itself.  Returns ``(encoder, info)``; ``info["test_recon_l1"]`` is the mean
     |G(E(x)) - x| on the pair's test images."""

@@ -39,12 +39,17 @@ def _read(name: str) -> pd.DataFrame:
     return read_table(str(resources.files("cflib.bench.reference").joinpath(name)))
 
 
-def load_reported(table: str | None = None, dataset: str | None = None) -> pd.DataFrame:
+def load_reported(table: str | None = None, dataset: str | None = None,
+                  confirmed_only: bool = True) -> pd.DataFrame:
     """The papers' numbers: ``table, dataset, method, model, metric, value, direction,
     source``, as spelled in the reference file (``model``: the Bayesian chapter's
-    classifier, ``mc_dropout`` or ``bnn``; empty elsewhere)."""
+    classifier, ``mc_dropout`` or ``bnn``; empty elsewhere).  A number whose source says
+    ``unconfirmed`` (a listing that could not be checked against the paper) is left out
+    unless ``confirmed_only`` is False: it is never printed as the paper's."""
     df = _read("reported.csv")
     df["value"] = df["value"].astype(float)
+    if confirmed_only:
+        df = df[~df["source"].str.contains("unconfirmed", case=False, na=False)]
     if table is not None:
         df = df[df["table"] == table]
     if dataset is not None:

@@ -145,6 +145,9 @@ class PairContext:
 C3LT_METRICS = (IM1, IM2, FID, KID, AUPC_TARGET, AUPC_QUERY, COUT, PROXIMITY, VALIDITY,
                 *VALIDITY_JUDGES, VALIDITY_ALL_JUDGES, DIVERSITY, QUERY_DEPENDENCE,
                 SECONDS_PER_CF)
+#: the metrics of transfer and query dependence (their own table in the chapters)
+TRANSFER_METRICS = [*[s.name for s in VALIDITY_JUDGES], VALIDITY_ALL_JUDGES.name,
+                    DIVERSITY.name, QUERY_DEPENDENCE.name]
 #: what CVE reports besides the table's metrics (computed only where the method has them)
 CVE_METRICS = (EDITS, FEATURE_VALIDITY)
 PROXIMITY_VS_REAL = register(MetricSpec(
@@ -190,6 +193,17 @@ def load_eval_models(dataset: str, classes, profile="standard", seed: int = 0,
                       {n: info for n, (_, info) in judges.items()})
 
 
+def judges_table(models: EvalModels) -> pd.DataFrame:
+    """The judges of transfer validity of a run: name, architecture, test accuracy (the
+    full test split), held-out accuracy and best epoch (their training selection)."""
+    return pd.DataFrame([{"dataset": models.dataset, "judge": name,
+                          "architecture": zoo.JUDGE_ARCHITECTURES[name],
+                          "test_accuracy": info.get("test_accuracy"),
+                          "val_accuracy": info.get("val_accuracy"),
+                          "best_epoch": info.get("best_epoch")}
+                         for name, info in models.judges_info.items()])
+
+
 def split_reference(x_target: torch.Tensor, seed: int = 0):
     """Split real target-class test images into (FID/KID reference, Original Data pool).
 
@@ -210,11 +224,15 @@ class TableRun:
     curves: dict = field(default_factory=dict)            # (pair, method) -> AUPCResult
     models: EvalModels | None = None
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # C3LT's curves per epoch
+    judges: pd.DataFrame = field(default_factory=pd.DataFrame)    # the judges, accuracies
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Extra tables written beside the results: C3LT's training curves and the mean
-        insertion curves of every pair and method."""
+        """Extra tables written beside the results: C3LT's training curves, the mean
+        insertion curves of every pair and method, and the judges of transfer validity
+        (:func:`judges_table`)."""
         out = {"c3lt_training": self.training} if len(self.training) else {}
+        if len(self.judges):
+            out["judges"] = self.judges
         rows = [{"pair": pair, "method": m, "step": k, "target": float(a), "query": float(b)}
                 for (pair, m), c in self.curves.items()
                 for k, (a, b) in enumerate(zip(c.target_curve.mean(0), c.query_curve.mean(0)))]
@@ -259,7 +277,9 @@ class TableRun:
                 curves[(str(pair), str(m))] = AUPCResult(tc, qc, tc.mean(1), qc.mean(1))
         training = (read_table(d / f"{name}_c3lt_training.csv")
                     if (d / f"{name}_c3lt_training.csv").exists() else pd.DataFrame())
-        return cls(read_results(name, d), cfs, curves, None, training)
+        judges = (read_table(d / f"{name}_judges.csv")
+                  if (d / f"{name}_judges.csv").exists() else pd.DataFrame())
+        return cls(read_results(name, d), cfs, curves, None, training, judges)
 
     @property
     def pairs(self) -> list[str]:
@@ -341,4 +361,4 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
     acc = df[df["method"] == CLASSIFIER]
     df = pd.concat([acc, with_pair_means(df[df["method"] != CLASSIFIER])], ignore_index=True)
     hist = pd.DataFrame([{"pair": k, **h} for k, hs in training.items() for h in hs])
-    return TableRun(tidy(df), cfs, curves, models, hist)
+    return TableRun(tidy(df), cfs, curves, models, hist, judges_table(models))

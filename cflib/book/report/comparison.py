@@ -137,6 +137,11 @@ def bench_section(tc) -> str:
                      "accuracy." + (f" Pairs run: {html.escape(', '.join(tc.pairs))}." if
                                     tc.pairs else "") + "</p>")
     parts.append(f'<p class="note">{html.escape(tc.note)}</p>')
+    from cflib.bench.compare import measured_with
+
+    said = measured_with(getattr(tc, "networks", []) or [])
+    if said:
+        parts.append(f"<p>{html.escape(said)}</p>")
     if tc.book is not None:
         parts.append("<p>The book's rows were timed on the machine of the book's run, yours on "
                      "this one: their Seconds_per_CF do not compare (time is not ranked).</p>")

@@ -161,6 +161,44 @@ class Readings:
         return self.in_seeds(lambda val: spec.better(val(a, metric, pair, variant_a, model),
                                                      val(b, metric, pair, variant_b, model)))
 
+    def seeds_of(self, method: str, metric: str, model: str = "") -> str:
+        """Over which training seeds ``m(method, metric)`` is a mean: ``""`` when over every
+        seed of the page, else ``" (training seed 0 alone: the sweep's other seeds predate
+        this metric)"`` or ``" (k of n training seeds: ...)"`` (a leading space)."""
+        have = [s for s, df in sorted(self.per_seed.items())
+                if math.isfinite(self._value(df, method, metric, model=model))]
+        if len(have) == self.n_seeds:
+            return ""
+        if len(have) == 1:
+            return (f" (training seed {have[0]} alone: the sweep's other seeds predate this "
+                    "metric)")
+        return (f" ({len(have)} of {self.n_seeds} training seeds: the others predate this "
+                "metric)")
+
+    def judge_gap(self, method: str = "Original Data", model: str = "") -> float:
+        """The largest |judge's validity - the explained classifier's| of ``method`` in this
+        run, over the judges (:data:`cflib.metrics.basic.JUDGE_NAMES`)."""
+        from cflib.metrics.basic import JUDGE_NAMES
+
+        own = self.v(method, "Validity", model=model)
+        gaps = [abs(self.v(method, f"Validity ({j} judge)", model=model) - own)
+                for j in JUDGE_NAMES]
+        gaps = [g for g in gaps if math.isfinite(g)]
+        return max(gaps) if gaps else math.nan
+
+    def like_explained(self, rows, ratio: float = 2.0, model: str = "") -> list[str]:
+        """The rows whose validity holds only for networks like the explained one: the
+        SmallCNN judge (the closest to the explained CNN) grants at least ``ratio`` times
+        what the residual network or the perceptron grants (this run)."""
+        out = []
+        for row in rows:
+            near = self.v(row, "Validity (SmallCNN judge)", model=model)
+            far = min(self.v(row, "Validity (ResNet judge)", model=model),
+                      self.v(row, "Validity (MLP judge)", model=model))
+            if math.isfinite(near) and math.isfinite(far) and near > 0 and near >= ratio * far:
+                out.append(row)
+        return out
+
     def validity_shortfalls(self, method: str, floor: float,
                             n_queries: int | None) -> list[dict]:
         """Every (pair, training seed) where ``method``'s validity is below ``floor``:
@@ -306,7 +344,8 @@ def render(template: str, readings: Readings, **context) -> str:
              ("v", "m", "sd", "spread", "paper", "values", "seeds_where", "in_seeds",
               "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
               "evidence", "candidates", "budget_rule",
-              "better_in_repeats", "validity_shortfalls")}
+              "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
+              "like_explained")}
     from cflib.bench.profiles import PROFILES
     from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
 

@@ -306,7 +306,28 @@ def fold(summary: str, *items, note: str | None = None) -> Page:
                 f"{body}</details>")
 
 
-_MARK = {"holds": ("✓", "holds"), "fails": ("✗", "fails"), "not tested": ("–", "not tested")}
+_MARK = {"holds": ("✓", "holds"), "fails": ("✗", "fails"), "not tested": ("–", "not tested"),
+         "inconclusive": ("–", "inconclusive")}
+#: a check whose source starts so is a sanity check of our protocol, not a paper's claim
+PROTOCOL_SOURCES = ("our protocol", "reference row", "fewer bits")
+
+
+def _tally(checks: pd.DataFrame) -> str:
+    """The head of a verdict list: the papers' claims apart from our protocol's sanity
+    checks, and the claims that hold only as ties (both values equal, e.g. saturated)."""
+    src = checks["source"].astype(str).str.lower()
+    ours = src.str.startswith(PROTOCOL_SOURCES)
+    parts = []
+    for name, d in (("the papers' claims", checks[~ours]), ("our protocol's checks", checks[ours])):
+        if d.empty:
+            continue
+        n = d["verdict"].value_counts().to_dict()
+        ties = int(((d["verdict"] == "holds") & (d["value"] == d["other value"])).sum())
+        held = f"{n.get('holds', 0)} hold" + (f" ({ties} only as ties: both values equal)"
+                                               if ties else "")
+        rest = [f"{n[k]} {k}" for k in ("fails", "inconclusive", "not tested") if n.get(k)]
+        parts.append(f"{name}: {', '.join([held, *rest])}")
+    return "<p>" + "; ".join(parts).capitalize() + ".</p>" if parts else ""
 
 
 def verdicts(checks: pd.DataFrame, by: list[str] | None = None, digits: int = 3) -> Page:
@@ -334,7 +355,7 @@ def verdicts(checks: pd.DataFrame, by: list[str] | None = None, digits: int = 3)
                 f"(values {fmt(r['value_min'], digits)}–{fmt(r['value_max'], digits)} against "
                 f"{fmt(r['other_min'], digits)}–{fmt(r['other_max'], digits)})</li>")
     else:
-        order = {"fails": 0, "not tested": 1, "holds": 2}
+        order = {"fails": 0, "inconclusive": 1, "not tested": 1, "holds": 2}
         d = checks.assign(_o=checks["verdict"].map(order)).sort_values("_o", kind="stable")
         for r in d.to_dict("records"):
             mark, word = _MARK.get(r["verdict"], ("?", r["verdict"]))
@@ -354,9 +375,7 @@ def verdicts(checks: pd.DataFrame, by: list[str] | None = None, digits: int = 3)
                 f"{html.escape(str(r['expectation']))}"
                 f"{' (' + html.escape(scope) + ')' if scope else ''}: {vs}{ci}{why}"
                 f'<br><span class="source">{html.escape(str(r["source"]))}</span></li>')
-    n = checks["verdict"].value_counts().to_dict() if "verdict" in checks.columns else {}
-    head = (f"<p>{n.get('holds', 0)} hold, {n.get('fails', 0)} fail, "
-            f"{n.get('not tested', 0)} not tested.</p>" if n else "")
+    head = _tally(checks) if {"verdict", "source"} <= set(checks.columns) else ""
     full = checks.drop(columns=[c for c in ("_o",) if c in checks.columns])
     if "expectation" in full.columns:
         full = full.set_index("expectation")

@@ -691,3 +691,16 @@ def timing_beside_papers(results: dict, dataset_results: str = "mnist") -> pd.Da
     out = pd.DataFrame(cols)
     out["paper"] = paper.reindex(out.index)
     return out.rename_axis("method")
+
+
+def judges_table(judges: pd.DataFrame) -> pd.DataFrame:
+    """The judges of transfer validity (a run's ``<name>_judges.csv``): family, test and
+    held-out accuracy, the epoch kept."""
+    out = judges.rename(columns={"judge": "judge", "architecture": "family",
+                                 "test_accuracy": "test accuracy",
+                                 "val_accuracy": "held-out accuracy",
+                                 "best_epoch": "epoch kept"})
+    out = out.set_index("judge")[["family", "test accuracy", "held-out accuracy", "epoch kept"]]
+    for c in ("test accuracy", "held-out accuracy"):
+        out[c] = out[c].map(lambda v: f"{float(v):.4f}")
+    return out
