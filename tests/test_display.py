@@ -69,7 +69,17 @@ def test_verdicts_list_failures_first_with_the_full_table_folded():
     ])
     body = str(verdicts(checks))
     assert body.index("✗ fails") < body.index("✓ holds")
-    assert "1 hold, 1 fail, 0 not tested" in body
+    assert "The papers' claims: 1 holds, 1 fails." in body
+    # our protocol's sanity checks are counted apart, and a tie is said to be one
+    mixed = pd.concat([checks, pd.DataFrame([
+        {"expectation": "PSCE is the most robust", "verdict": "holds", "value": 1.0,
+         "other": "ROAR", "other value": 1.0, "source": "Duell & Fan", "why": ""},
+        {"expectation": "Original Data is valid", "verdict": "holds", "value": 0.99,
+         "other": "Query (unchanged)", "other value": 0.0,
+         "source": "reference row: real target images", "why": ""}])])
+    head = str(verdicts(mixed)).split("</p>")[0]
+    assert "The papers' claims: 2 hold (1 only as ties: both values equal), 1 fails" in head
+    assert "our protocol's checks: 1 holds" in head
     assert "<details>" in body and body.index("<details>") > body.index("</ul>")
     assert str(verdicts(checks.iloc[:0])) == "<p>No expectation applies to this run.</p>"
 

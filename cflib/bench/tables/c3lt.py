@@ -76,6 +76,8 @@ VARIANTS = {("CEM", "kappa=0"): {"kappa": 0.0}}
 CONFOUNDED_RATIO = 0.8
 #: counterfactuals per pair and method that a run saves for its figures
 FIGURE_QUERIES = 4
+#: counterfactuals saved for the first pair: the query-dependence figure's rows
+QUERY_FIGURE_QUERIES = 10
 #: the rows the paper reports
 PAPER_METHODS = ["Original Data", "Adv. Attack", "CEM", "CVE", "ExpGAN", "C3LT"]
 
@@ -148,6 +150,9 @@ C3LT_METRICS = (IM1, IM2, FID, KID, AUPC_TARGET, AUPC_QUERY, COUT, PROXIMITY, VA
 #: the metrics of transfer and query dependence (their own table in the chapters)
 TRANSFER_METRICS = [*[s.name for s in VALIDITY_JUDGES], VALIDITY_ALL_JUDGES.name,
                     DIVERSITY.name, QUERY_DEPENDENCE.name]
+#: the chapters' full table: the paper's metrics and the strict reading of transfer
+FULL_TABLE_METRICS = [s.name for s in C3LT_METRICS
+                      if s.name not in TRANSFER_METRICS or s.name == VALIDITY_ALL_JUDGES.name]
 #: what CVE reports besides the table's metrics (computed only where the method has them)
 CVE_METRICS = (EDITS, FEATURE_VALIDITY)
 PROXIMITY_VS_REAL = register(MetricSpec(
@@ -243,6 +248,7 @@ class TableRun:
     def save(self, results_dir, name: str) -> list:
         """Everything the chapter's page shows: the results table, the extra tables and the
         first :data:`FIGURE_QUERIES` counterfactuals of every pair and method
+        (:data:`QUERY_FIGURE_QUERIES` of the first pair)
         (``<name>_counterfactuals.pt`` / ``.json``).  :meth:`load` reads them back."""
         from pathlib import Path
 
@@ -250,7 +256,9 @@ class TableRun:
         from cflib.explainers.base import save_counterfactuals
 
         paths = write_run(self, name, results_dir)
-        shown = {f"{pair}|{m}": cf.head(FIGURE_QUERIES)
+        first = next(iter(self.counterfactuals), ("",))[0]
+        shown = {f"{pair}|{m}": cf.head(QUERY_FIGURE_QUERIES if pair == first
+                                        else FIGURE_QUERIES)
                  for (pair, m), cf in self.counterfactuals.items()}
         paths.append(save_counterfactuals(Path(results_dir) / f"{name}_counterfactuals", shown))
         return paths

@@ -323,9 +323,12 @@ def _tally(checks: pd.DataFrame) -> str:
             continue
         n = d["verdict"].value_counts().to_dict()
         ties = int(((d["verdict"] == "holds") & (d["value"] == d["other value"])).sum())
-        held = f"{n.get('holds', 0)} hold" + (f" ({ties} only as ties: both values equal)"
-                                               if ties else "")
-        rest = [f"{n[k]} {k}" for k in ("fails", "inconclusive", "not tested") if n.get(k)]
+        verb = {"holds": ("holds", "hold"), "fails": ("fails", "fail"),
+                "inconclusive": ("is inconclusive", "are inconclusive"),
+                "not tested": ("is not tested", "are not tested")}
+        say = lambda k: f"{n.get(k, 0)} {verb[k][n.get(k, 0) != 1]}"  # noqa: E731
+        held = say("holds") + (f" ({ties} only as ties: both values equal)" if ties else "")
+        rest = [say(k) for k in ("fails", "inconclusive", "not tested") if n.get(k)]
         parts.append(f"{name}: {', '.join([held, *rest])}")
     return "<p>" + "; ".join(parts).capitalize() + ".</p>" if parts else ""
 

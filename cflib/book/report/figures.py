@@ -97,6 +97,32 @@ def _titled_layout(fig, title: str | None, room: float = 0.45) -> None:
                      rect=(0, 0, 1, 1 - room / fig.get_figheight()))
 
 
+def plot_query_dependence(counterfactuals: dict, pair: str, methods, n: int = 10,
+                          title: str | None = None):
+    """Does the output follow the query?  Rows: ``n`` different queries of one pair;
+    columns: the query, then each method's counterfactual of it.  A method whose column
+    repeats one image ignores its query; real target images drawn at random
+    (``Original Data``) show what no dependence looks like."""
+    methods = [m for m in methods if (pair, m) in counterfactuals]
+    first = counterfactuals[(pair, methods[0])]
+    n = min(n, len(first))
+    cols = ["query", *methods]
+    cell = PAGE_WIDTH / (len(cols) + 0.4)
+    fig, axes = _figure(n, len(cols), height=cell * n + 1.1, squeeze=False)
+    for r in range(n):
+        _img(axes[r, 0], first.x[r])
+        for k, m in enumerate(methods, start=1):
+            cf = counterfactuals[(pair, m)]
+            if r >= len(cf):
+                axes[r, k].axis("off")
+                continue
+            _img(axes[r, k], cf.x_cf[r])
+    for k, label in enumerate(cols):
+        axes[0, k].set_title(label.replace(" (", "\n("), fontsize=9, rotation=0)
+    _titled_layout(fig, title, room=0.8)
+    return fig
+
+
 def plot_cf_grid(counterfactuals: dict, pair: str, methods, n: int = 4, with_diff: bool = True,
                  title: str | None = None):
     """Rows: the query, then each method; columns: ``n`` fixed query images, each with the
