@@ -58,15 +58,22 @@ def measuring_networks(profile="standard", seed: int = 0, device="cpu") -> list[
 
 
 def ship(root=NETWORKS_DIR, profile="standard", seed: int = 0,
-         trained_at: str | None = None) -> tuple[Path, list[dict]]:
+         trained_at: str | None = None, threads: int = 1) -> tuple[Path, list[dict]]:
     """Write the measuring networks (:func:`measuring_networks`) to ``root``: each as
     safetensors with its manifest entry.  A network already shipped keeps its file and
     entry; one from the cache carries its recorded provenance, or, for a cache entry
     written before provenance was recorded, ``trained_at``: the commit that trained it,
     accepted only when its training code equals today's.  Returns the manifest's path and
     the entries written."""
+    import torch
+
     root = Path(root)
-    used = measuring_networks(profile, seed)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)      # the book's networks are trained at one thread
+    try:
+        used = measuring_networks(profile, seed)
+    finally:
+        torch.set_num_threads(before)
     active = shipped.shipped_root()
     old = {e["file"]: e for e in shipped.manifest(active).values()} if active else {}
     seconds = {e["entry"]: float(e["seconds"]) for e in events() if e["event"] == "trained"}

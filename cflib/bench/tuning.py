@@ -290,27 +290,90 @@ def budget_of(sizes) -> str:
 
 
 def _c3lt_scores(cf, models, q: int, t: int) -> dict:
-    """The C3LT table's proximity and validity readings of one batch, and IM1."""
-    from cflib.metrics import judged_validity
+    """The C3LT table's proximity and validity readings of one batch, IM1, each judge's
+    validity and the strict reading (when ``models`` has the judges), and the query
+    dependence (when it has real target images).  ``Validity (independent classifier)``
+    is the SmallCNN judge's (the name the earlier evidence files carry)."""
+    from cflib.metrics import all_judges_validity, diversity, judged_validity, query_dependence
 
-    return {"Proximity": proximity(cf.x, cf.x_cf).mean().item(),
-            "Proximity_to_reconstruction":
-                proximity(cf.meta["reconstruction"], cf.x_cf).mean().item(),
-            "Reconstruction_proximity": proximity(cf.x, cf.meta["reconstruction"]).mean().item(),
-            "Validity": cf.validity,
-            "Validity (independent classifier)": judged_validity(models["judge"], cf),
-            "IM1": im1(cf.x_cf, models[t], models[q]).mean().item()}
+    out = {"Proximity": proximity(cf.x, cf.x_cf).mean().item(),
+           "Proximity_to_reconstruction":
+               proximity(cf.meta["reconstruction"], cf.x_cf).mean().item()
+               if "reconstruction" in cf.meta else float("nan"),
+           "Reconstruction_proximity": proximity(cf.x, cf.meta["reconstruction"]).mean().item()
+               if "reconstruction" in cf.meta else float("nan"),
+           "Validity": cf.validity,
+           "Validity (independent classifier)": judged_validity(models["judge"], cf),
+           "IM1": im1(cf.x_cf, models[t], models[q]).mean().item()}
+    if "judges" in models:
+        out.update({f"Validity ({n} judge)": judged_validity(j, cf)
+                    for n, j in models["judges"].items()})
+        out["Validity (all judges)"] = all_judges_validity(models["judges"], cf)
+    if "real" in models:
+        out["Diversity"] = diversity(cf.x_cf, cf.target, {t: models["real"]})
+        out["Query_dependence"] = query_dependence(cf.x, cf.x_cf, cf.target)
+    return out
 
 
-def _validation_models(d: str, prof, seed: int, device) -> tuple:
+def _validation_models(d: str, prof, seed: int, device, judges: bool = False) -> tuple:
     """The classifier, the validation pair's query images (test split: a pair no table
-    uses) and the networks its scores need (the judge, the class autoencoders)."""
+    uses) and the networks its scores need (the judge, the class autoencoders; with
+    ``judges``, every judge of :data:`cflib.bench.zoo.JUDGES` and the real target test
+    images of the diversity)."""
     q, t = VALIDATION_PAIRS[d]
     clf, _ = zoo.classifier(d, prof, seed, device)
     models = {"judge": zoo.judge_classifier(d, prof, seed, device)[0],
               q: zoo.autoencoder(d, q, prof, seed, device)[0],
               t: zoo.autoencoder(d, t, prof, seed, device)[0]}
+    if judges:
+        models["judges"] = {n: m for n, (m, _) in zoo.judges(d, prof, seed, device).items()}
+        x, y = load_split(d, "test")
+        models["real"] = class_subset(x, y, t)[0]
     return q, t, clf, models
+
+
+#: the levers of C3LT's query dependence (issue: does the mapping collapse to a
+#: prototype?), each a change of the paper's config: the proximity weight from the public
+#: default to 1000 times it, the mapping's step capped at a fraction of |z| (the public
+#: map is residual and norm-projected, uncapped), the cycle weight off and ten times
+C3LT_LEVERS: dict[str, dict] = {
+    "alpha x1 (the paper's)": {},
+    "alpha x10": {"alpha": 1.0},
+    "alpha x100": {"alpha": 10.0},
+    "alpha x1000": {"alpha": 100.0},
+    "step <= 0.5 |z|": {"max_step": 0.5},
+    "step <= 0.25 |z|": {"max_step": 0.25},
+    "cycle weight x0": {"beta": 0.0},
+    "cycle weight x10": {"beta": 1.0},
+}
+
+
+def tune_c3lt_levers(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
+                     device="cpu", levers=None, n_queries: int = 100) -> pd.DataFrame:
+    """C3LT's query dependence against its levers, on the validation pairs: for each
+    lever of :data:`C3LT_LEVERS`, C3LT is built as the chapters build it (their
+    classifier, DCGAN and encoder, the profile's budget) with the lever's config, and
+    explains ``n_queries`` test images of the validation pair's query class; rows: the
+    proximity and validity readings, each judge's validity and the strict reading,
+    IM1, the diversity and the query dependence (:func:`_c3lt_scores`)."""
+    prof = get_profile(profile)
+    levers = levers or C3LT_LEVERS
+    rows = []
+    for d in map(canonical_dataset, datasets):
+        q, t, clf, models = _validation_models(d, prof, seed, device, judges=True)
+        x, y = load_split(d, "test")
+        xq, _ = class_subset(x, y, q, n_queries, seed)
+        for name, over in levers.items():
+            ex = catalog.build("C3LT", clf, dataset=d, profile=prof, seeds=seed, pair=(q, t),
+                               **({"c3lt_config": over} if over else {}))
+            cf = ex.explain(xq.to(device), t, seed=seed).cpu()
+            values = {**_c3lt_scores(cf, models, q, t),
+                      "Train_seconds": float(ex.info.get("train_seconds", float("nan")))}
+            rows += [{"dataset": d, "pair": f"{q}->{t}", "candidate": name, "metric": k,
+                      "value": float(v), "seed": seed, "profile": prof.name,
+                      **_generator_columns(prof)} for k, v in values.items()]
+            log.info("%s C3LT %s: %s", d, name, values)
+    return pd.DataFrame(rows)
 
 
 def tune_c3lt_budget(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
@@ -393,7 +456,7 @@ def tune_latent_search(datasets=("mnist", "fmnist"), profile="standard", seed: i
     prof = get_profile(profile, c3lt=generator or {})
     rows = []
     for d in map(canonical_dataset, datasets):
-        q, t, clf, models = _validation_models(d, prof, seed, device)
+        q, t, clf, models = _validation_models(d, prof, seed, device, judges=True)
         x, y = load_split(d, "test")
         xq, _ = class_subset(x, y, q, n_queries, seed)
         G, _, E = catalog.Request(clf, d, prof, Seeds(seed, seed), (q, t)).gan("Latent search")
@@ -477,7 +540,8 @@ def train_generators(datasets=("mnist", "fmnist"), profile="standard", seed: int
 
 TUNERS = {"im_autoencoder": tune_im_autoencoder, "expgan": tune_expgan, "c3lt": tune_c3lt,
           "c3lt_budget": tune_c3lt_budget, "latent_search": tune_latent_search,
-          "c3lt_generator": tune_c3lt_generator, "generators": train_generators}
+          "c3lt_generator": tune_c3lt_generator, "generators": train_generators,
+          "c3lt_levers": tune_c3lt_levers}
 
 
 def main(argv=None) -> None:

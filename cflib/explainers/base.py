@@ -88,6 +88,17 @@ def _check_field(cls_name: str, name: str, annotation: str, value) -> None:
                 raise ValueError(f"{cls_name}.{name} must hold finite numbers, got {value!r}")
 
 
+def key_config(config) -> dict:
+    """A config as it enters a cache key: every field, but those its class lists in
+    ``KEY_OMITS_DEFAULT`` while they are at their default (fields added after networks
+    were cached, so that those networks are still found)."""
+    d = asdict(config)
+    for f in fields(config):
+        if f.name in getattr(type(config), "KEY_OMITS_DEFAULT", ()) and d[f.name] == f.default:
+            d.pop(f.name)
+    return d
+
+
 @dataclass(frozen=True)
 class ExplainerConfig:
     """Base of every method's config; subclasses add the paper's arguments.
@@ -457,7 +468,7 @@ class Explainer:
                 with seeded(int(getattr(self.config, "seed", 0) or 0)):
                     info = train(net) or {}
             else:
-                cfg = {**cache, "method": self.name, "config": asdict(self.config),
+                cfg = {**cache, "method": self.name, "config": key_config(self.config),
                        "networks": self.network_fingerprints()}
                 kind = self.name.lower().replace(" ", "_").replace(".", "")
                 _, info = cached(kind, cfg, lambda: net, train, self.device)

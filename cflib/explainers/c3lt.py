@@ -53,6 +53,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from itertools import chain
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -121,6 +122,10 @@ class C3LTConfig(ExplainerConfig):
     seed: int = 0
     invert_steps: int = 0
     invert_lr: float = 0.01
+    max_step: float | None = None
+    #: fields added after mappings were cached: at their default they stay out of the
+    #: cache key, so the mappings cached before them are still found
+    KEY_OMITS_DEFAULT: ClassVar[tuple[str, ...]] = ("max_step",)
 
     def __post_init__(self):
         super().__post_init__()
@@ -133,6 +138,8 @@ class C3LTConfig(ExplainerConfig):
         if self.decay_every_steps is not None and self.decay_every_steps < 1:
             raise ValueError(f"decay_every_steps must be >= 1 or None, got "
                              f"{self.decay_every_steps}")
+        if self.max_step is not None and not self.max_step > 0:
+            raise ValueError(f"max_step must be > 0 or None, got {self.max_step}")
         if self.invert_steps < 0 or not self.invert_lr > 0:
             raise ValueError("invert_steps must be >= 0 and invert_lr > 0")
         for name in ("alpha", "beta", "gamma", "p1", "p2", "kappa", "lr"):
@@ -186,20 +193,26 @@ class C3LTMappings(nn.Module):
         self.h = NLMappingConv(latent_dim)  # CF class c' -> query class c
 
 
-def nonlinear_map_step(z: torch.Tensor, map_func: nn.Module, n_steps: int) -> list[torch.Tensor]:
+def nonlinear_map_step(z: torch.Tensor, map_func: nn.Module, n_steps: int,
+                       max_step: float | None = None) -> list[torch.Tensor]:
     """The latent path ``[z_0, z_1, ..., z_n]`` (official ``nonlinear_map_step``).
 
     ``z_{k+1} = (z_k + map(z_k)) * |z_0| / |z_k + map(z_k)|``: each step adds the
     mapping's output and projects back to the sphere of the starting code's norm,
     which keeps the codes where the generator was trained (GAN steerability,
-    Jahanian et al. 2020).
+    Jahanian et al. 2020).  ``max_step`` (ours, a lever; None in the public code):
+    the mapping's output is shortened to at most ``max_step * |z_0|`` before the step.
     """
     shape = z.shape
     flat = z.reshape(shape[0], -1)
     norm = flat.norm(dim=1, keepdim=True)
     path, prev = [z], flat
     for _ in range(n_steps):
-        step = prev + map_func(prev.view(shape)).reshape(shape[0], -1)
+        move = map_func(prev.view(shape)).reshape(shape[0], -1)
+        if max_step is not None:
+            cap = max_step * norm / move.norm(dim=1, keepdim=True).clamp_min(1e-12)
+            move = move * cap.clamp(max=1.0)
+        step = prev + move
         step = step * norm / step.norm(dim=1, keepdim=True).clamp_min(1e-12)
         path.append(step.view(shape))
         prev = step
@@ -524,13 +537,13 @@ class C3LT(Explainer):
         ``prox_l1`` is the raw pixel L1 of the counterfactuals, the part of ``prox``
         that the table's proximity measures."""
         cfg, b = self.config, len(x1)
-        z_cf = torch.cat([nonlinear_map_step(z1, maps.g, cfg.n_steps)[-1],
-                          nonlinear_map_step(z2, maps.h, cfg.n_steps)[-1]])
+        z_cf = torch.cat([nonlinear_map_step(z1, maps.g, cfg.n_steps, cfg.max_step)[-1],
+                          nonlinear_map_step(z2, maps.h, cfg.n_steps, cfg.max_step)[-1]])
         cycles = cfg.beta or use_adv
         codes = z_cf
         if cycles:
-            z_cyc = torch.cat([nonlinear_map_step(z_cf[:b], maps.h, cfg.n_steps)[-1],
-                               nonlinear_map_step(z_cf[b:], maps.g, cfg.n_steps)[-1]])
+            z_cyc = torch.cat([nonlinear_map_step(z_cf[:b], maps.h, cfg.n_steps, cfg.max_step)[-1],
+                               nonlinear_map_step(z_cf[b:], maps.g, cfg.n_steps, cfg.max_step)[-1]])
             codes = torch.cat([z_cf, z_cyc])
         imgs = G(codes)
         x_cf, x_real = imgs[:2 * b], torch.cat([x1, x2])
@@ -578,8 +591,8 @@ class C3LT(Explainer):
                 z = self.encoder(xb)
             z = self.invert(z, xb, G)
             with torch.no_grad():
-                z_g = nonlinear_map_step(z, self.maps.g, n)[-1]
-                z_h = nonlinear_map_step(z, self.maps.h, n)[-1]
+                z_g = nonlinear_map_step(z, self.maps.g, n, self.config.max_step)[-1]
+                z_h = nonlinear_map_step(z, self.maps.h, n, self.config.max_step)[-1]
                 z_cf = torch.where((tb == t).view(-1, 1, 1, 1), z_g, z_h)
                 both = G(torch.cat([z_cf, z]))
                 out[i:i + bs], recon[i:i + bs] = both[:len(xb)], both[len(xb):]
