@@ -366,6 +366,24 @@ if len(frontier):
               "classifier's validity: ours stays near 1 along the whole frontier.")))
 
 # %%
+lever_file = tuning.TUNING_DIR / "c3lt_levers.csv"
+levers = results.read_table(lever_file) if lever_file.exists() else None
+levers = levers[levers["dataset"] == dataset] if levers is not None else None
+if levers is not None and len(levers):
+    display(report.fold(
+        "Does any lever move C3LT off the prototype? Proximity against the judges, coloured "
+        "by diversity",
+        report.plot_lever_frontier(levers, frontier),
+        report.tuning_table(levers, dataset, index=("candidate",)),
+        note=("On the validation pair (`python -m cflib.bench.tuning c3lt_levers`), C3LT "
+              "built as this chapter builds it, each row changing one lever of the paper's "
+              "config: the proximity weight α (1 to 1000 times the paper's), the mapping's "
+              "step capped at a fraction of the code's norm (ours: the public map is "
+              "uncapped), the cycle weight off or ten times larger.  Squares: Latent search "
+              "at each λ on the same generator.  The colour is the diversity: near 0, one "
+              "prototype for every query.")))
+
+# %%
 cem = run.results[run.results["method"].str.startswith("CEM")]
 report.fold(
     "CEM: budget and κ",

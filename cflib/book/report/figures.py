@@ -386,6 +386,42 @@ def plot_c3lt_budget_curves(curves: pd.DataFrame, scores: pd.DataFrame | None = 
     return fig
 
 
+def plot_lever_frontier(levers: pd.DataFrame, frontier: pd.DataFrame | None = None):
+    """Proximity against the strict reading of transfer (``Validity (all judges)``) on one
+    dataset's validation pair: C3LT at each lever (``c3lt_levers.csv`` rows of the
+    dataset, labelled) and Latent search at each lambda (``latent_search.csv``, joined),
+    every point coloured by its diversity (0: one prototype, 1: as varied as real target
+    images).  Which setting moves C3LT off the prototype, and at what cost."""
+    if levers is None or levers.empty:
+        raise ValueError("no lever evidence to plot")
+    judged = "Validity (all judges)"
+    fig, ax = _figure(height=4.4)
+    norm = plt.Normalize(0.0, 1.2)
+    cmap = plt.get_cmap("viridis")
+    w = levers.pivot_table(index="candidate", columns="metric", values="value", sort=False)
+    sc = ax.scatter(w["Proximity"], w[judged], c=w["Diversity"], cmap=cmap, norm=norm, s=70,
+                    edgecolor="black", zorder=3, label="C3LT, one lever each")
+    for name, row in w.iterrows():
+        ax.annotate(name, (row["Proximity"], row[judged]), textcoords="offset points",
+                    xytext=(6, 4), fontsize=8)
+    if frontier is not None and len(frontier) and judged in set(frontier["metric"]):
+        f = frontier
+        if "dcgan_epochs" in f.columns:
+            f = f[f["dcgan_epochs"] == f["dcgan_epochs"].min()]
+        lw = f.pivot_table(index="lambda", columns="metric", values="value").sort_index()
+        ax.plot(lw["Proximity"], lw[judged], "-", color="#999999", lw=1, zorder=1)
+        ax.scatter(lw["Proximity"], lw[judged], c=lw["Diversity"], cmap=cmap, norm=norm,
+                   marker="s", s=40, zorder=2, label="Latent search, one λ each")
+    fig.colorbar(sc, ax=ax, label="diversity (1: as varied as real target images)")
+    ax.set_xlabel("proximity (mean |x′ − x| per pixel, lower is closer)")
+    ax.set_ylabel("validity, all three judges")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=9, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
 def plot_latent_frontier(frontier: pd.DataFrame, generator: pd.DataFrame | None = None,
                          chosen: float | None = None):
     """What C3LT's generator allows on one dataset's validation pair: Latent search's
