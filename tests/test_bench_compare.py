@@ -298,6 +298,18 @@ def test_a_method_that_fails_on_a_batch_is_named(method, match, bench_cache, tmp
     assert all(n not in catalog.CATALOG for n in ("Crashes", "wrong_shape", "nan_images"))
 
 
+@pytest.mark.slow
+def test_a_method_that_changes_the_classifier_stops_the_run(bench_cache, tmp_path, untouched):
+    """A method that nudges the weights of the classifier it explains, in place, would
+    have every later row (and the book's reference rows) measured with a corrupted
+    classifier: the run stops with the method named, and nothing is written."""
+    with pytest.raises(MethodError, match="changed the weights of the classifier it "
+                                          "explains, in place, while explaining"):
+        compare("tests.fixtures.toy:nudges_the_classifier", tables=["c3lt-mnist"],
+                pairs=["4->9"], out=tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
 # -- bad input: a clear error before any network trains ----------------------------------
 class NamedLikeTheBook(Explainer):
     name = "C3LT"

@@ -276,16 +276,35 @@ def _probe(method: Method, table: BenchTable) -> None:
                         f"{type(ex).__name__}, not an explainer")
 
 
-def _guard(ex: Explainer, name: str, where: str) -> Explainer:
+def _untouched(classifier, before: str, name: str, where: str, when: str) -> None:
+    """A :class:`MethodError` when the method changed the weights (or buffers) of the
+    classifier it explains: every later row and the judges are measured with it."""
+    from cflib.cache import fingerprint
+
+    now = fingerprint(classifier)
+    if now != before:
+        raise MethodError(f"{name} changed the weights of the classifier it explains, in place, "
+                          f"{when} on {where} (fingerprint {before} became {now}); the rows "
+                          "that follow and the book's reference rows are measured with that "
+                          "classifier, so the run stops here.  A method must leave the model "
+                          "it explains as it found it: change a copy (copy.deepcopy) instead")
+
+
+def _guard(ex: Explainer, name: str, where: str, classifier=None,
+           before: str | None = None) -> Explainer:
     """``ex`` whose explain re-raises any failure as a :class:`MethodError` naming the
-    method and ``where`` (the table and pair)."""
+    method and ``where`` (the table and pair), and, given the ``classifier`` and its
+    fingerprint ``before``, refuses a method that changed the classifier's weights."""
     explain = ex.explain
 
     def guarded(*args, **kwargs):
         try:
-            return explain(*args, **kwargs)
+            out = explain(*args, **kwargs)
         except Exception as err:
             raise MethodError(f"{name} failed on {where}: {type(err).__name__}: {err}") from err
+        if classifier is not None:
+            _untouched(classifier, before, name, where, "while explaining")
+        return out
 
     ex.explain = guarded
     return ex
@@ -316,17 +335,22 @@ def _entry(method: Method, table: BenchTable) -> catalog.Entry:
             where = f"table {table.key}, pair {q}->{t}"
         else:
             where = f"table {table.key}"
+        from cflib.cache import fingerprint
+
+        before = fingerprint(r.classifier)
         try:
             ex = method.build(r.classifier)
         except Exception as err:
             raise MethodError(f"{method.name} could not be built on {where}: "
                               f"{type(err).__name__}: {err}") from err
+        _untouched(r.classifier, before, method.name, where, "when built")
         if ex.needs_fit:
             n = r.sizes.c3lt_subset
             xq = r.class_images(method.name, q, n, r.seeds("c3lt")).to(r.device)
             xt = r.class_images(method.name, t, n, r.seeds("c3lt_target_draw")).to(r.device)
             ex = _fit(ex, method.name, where, xq, xt, (q, t))
-        return _guard(ex, method.name, where)
+            _untouched(r.classifier, before, method.name, where, "while fitting")
+        return _guard(ex, method.name, where, r.classifier, before)
 
     return catalog.Entry(method.name, method.cls, table.kind == "c3lt", build, table.kind,
                          searches=True)
