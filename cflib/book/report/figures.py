@@ -117,9 +117,11 @@ def plot_query_dependence(counterfactuals: dict, pair: str, methods, n: int = 10
                 axes[r, k].axis("off")
                 continue
             _img(axes[r, k], cf.x_cf[r])
+    import textwrap
+
     for k, label in enumerate(cols):
-        axes[0, k].set_title(label.replace(" (", "\n("), fontsize=9, rotation=0)
-    _titled_layout(fig, title, room=0.8)
+        axes[0, k].set_title("\n".join(textwrap.wrap(label, 10)), fontsize=9)
+    _titled_layout(fig, title)
     return fig
 
 
