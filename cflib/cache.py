@@ -160,6 +160,19 @@ def networks_used(since: int = 0) -> list[dict]:
     return [dict(u) for u in _USED[since:]]
 
 
+def networks_table(records: list[dict]):
+    """:func:`networks_used` records as a table (one row per network, first use kept):
+    ``kind, entry, origin, provenance`` (a chapter saves it beside its results)."""
+    import pandas as pd
+
+    seen, rows = set(), []
+    for r in records:
+        if r["entry"] not in seen:
+            seen.add(r["entry"])
+            rows.append({k: r[k] for k in ("kind", "entry", "origin", "provenance")})
+    return pd.DataFrame(rows, columns=["kind", "entry", "origin", "provenance"])
+
+
 def _used(kind: str, entry: str, origin: str, recorded: dict | None, code: dict) -> None:
     _USED.append({"kind": kind, "entry": entry, "origin": origin,
                   "provenance": prov.describe(recorded), "code": code})

@@ -245,6 +245,13 @@ report.fold(
           "or through papermill with `-p` parameters."))
 
 # %%
+report.fold("The networks this run used, and where each came from",
+            report.networks_page_table(run.networks) if len(run.networks) else None,
+            note=(report.networks_note(run.networks) or "This run recorded no list of its "
+                  "networks.") + "  The measuring networks of the book's run ship with it "
+                  "(`networks/`, `cflib networks`); `CFLIB_SHIPPED=off` retrains them.")
+
+# %%
 if merged is None:
     seeds_note = ("No sweep over training seeds exists for this chapter and profile: the "
                   "main table is this run's training seed alone, and the orderings above "

@@ -204,6 +204,13 @@ report.fold(
           "points: repeats; large: their mean)."))
 
 # %%
+report.fold("The networks this run used, and where each came from",
+            report.networks_page_table(run.networks) if len(run.networks) else None,
+            note=(report.networks_note(run.networks) or "This run recorded no list of its "
+                  "networks.") + "  The measuring networks of the book's run ship with it "
+                  "(`networks/`, `cflib networks`); `CFLIB_SHIPPED=off` retrains them.")
+
+# %%
 ablation = ((report.psce_ablation_table(run.results),) if (run.results["variant"] != "").any()
             else ())
 report.fold(

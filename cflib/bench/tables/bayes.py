@@ -62,6 +62,7 @@ from cflib.bench.runner import Table, evaluate
 from cflib.bench.runner import shape_checks as _shape_checks
 from cflib.bench.runner import summarise as _summarise
 from cflib.bench.seeds import Seeds
+from cflib.cache import networks_table, networks_used
 from cflib.explainers import Counterfactuals
 from cflib.explainers._posterior import posterior_probs
 from cflib.metrics import (
@@ -364,10 +365,13 @@ class BayesRun:
     results: pd.DataFrame
     counterfactuals: dict
     curves: pd.DataFrame
+    networks: pd.DataFrame = field(default_factory=pd.DataFrame)  # every network, its origin
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Extra tables written beside the results (:func:`cflib.bench.results.write_run`)."""
-        return {"curves": self.curves}
+        """Extra tables written beside the results (:func:`cflib.bench.results.write_run`):
+        the validity curves and every network the run used, with its origin."""
+        return {"curves": self.curves, **({"networks": self.networks} if len(self.networks)
+                                           else {})}
 
     def save(self, results_dir, name: str) -> list:
         """Everything the chapter's page shows: the results, the curves and the first
@@ -407,7 +411,9 @@ class BayesRun:
             entry = cfs.setdefault(model, {})
             entry.setdefault("queries", [(cf.x, cf.meta["query_labels"], cf.target, None)])
             entry[m] = [cf]
-        return cls(read_results(name, d), cfs, read_table(d / f"{name}_curves.csv"))
+        networks = (read_table(d / f"{name}_networks.csv")
+                    if (d / f"{name}_networks.csv").exists() else pd.DataFrame())
+        return cls(read_results(name, d), cfs, read_table(d / f"{name}_curves.csv"), networks)
 
     @property
     def models(self) -> list[str]:
@@ -430,6 +436,7 @@ def run_bayesian_table(dataset: str = "mnist", models=tuple(MODELS), profile="st
     dataset, prof = canonical_dataset(dataset), get_profile(profile)
     check_data([dataset])
     rows, cfs, curves = [], {}, []
+    first_network = len(networks_used())
     for m in models:
         clf, info = bayes_model(dataset, m, prof, seeds.train, device)
         rows.append({"dataset": dataset, "method": CLASSIFIER, "model": m,
@@ -440,7 +447,8 @@ def run_bayesian_table(dataset: str = "mnist", models=tuple(MODELS), profile="st
         rows += r
         cfs[m] = c
         curves += c["curves"]
-    return BayesRun(tidy(rows), cfs, pd.DataFrame(curves))
+    return BayesRun(tidy(rows), cfs, pd.DataFrame(curves),
+                    networks_table(networks_used(first_network)))
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from cflib.bench.profiles import get_profile
 from cflib.bench.results import CLASSIFIER, tidy, with_pair_means
 from cflib.bench.runner import Table, evaluate
 from cflib.bench.seeds import Seeds
+from cflib.cache import networks_table, networks_used
 from cflib.explainers import Counterfactuals
 from cflib.metrics import (
     ACCURACY,
@@ -230,6 +231,7 @@ class TableRun:
     models: EvalModels | None = None
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # C3LT's curves per epoch
     judges: pd.DataFrame = field(default_factory=pd.DataFrame)    # the judges, accuracies
+    networks: pd.DataFrame = field(default_factory=pd.DataFrame)  # every network, its origin
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Extra tables written beside the results: C3LT's training curves, the mean
@@ -238,6 +240,8 @@ class TableRun:
         out = {"c3lt_training": self.training} if len(self.training) else {}
         if len(self.judges):
             out["judges"] = self.judges
+        if len(self.networks):
+            out["networks"] = self.networks
         rows = [{"pair": pair, "method": m, "step": k, "target": float(a), "query": float(b)}
                 for (pair, m), c in self.curves.items()
                 for k, (a, b) in enumerate(zip(c.target_curve.mean(0), c.query_curve.mean(0)))]
@@ -287,7 +291,9 @@ class TableRun:
                     if (d / f"{name}_c3lt_training.csv").exists() else pd.DataFrame())
         judges = (read_table(d / f"{name}_judges.csv")
                   if (d / f"{name}_judges.csv").exists() else pd.DataFrame())
-        return cls(read_results(name, d), cfs, curves, None, training, judges)
+        networks = (read_table(d / f"{name}_networks.csv")
+                    if (d / f"{name}_networks.csv").exists() else pd.DataFrame())
+        return cls(read_results(name, d), cfs, curves, None, training, judges, networks)
 
     @property
     def pairs(self) -> list[str]:
@@ -319,6 +325,7 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
     check_data([dataset])
     n_images = n_images if n_images is not None else prof.c3lt.n_images
     classes = [c for p in pairs for c in p]
+    first_network = len(networks_used())
     models = load_eval_models(dataset, classes, prof, seeds.train, device)
     x_test, y_test = load_split(dataset, "test")
     rows, cfs, curves, training = [], {}, {}, {}
@@ -369,4 +376,5 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
     acc = df[df["method"] == CLASSIFIER]
     df = pd.concat([acc, with_pair_means(df[df["method"] != CLASSIFIER])], ignore_index=True)
     hist = pd.DataFrame([{"pair": k, **h} for k, hs in training.items() for h in hs])
-    return TableRun(tidy(df), cfs, curves, models, hist, judges_table(models))
+    return TableRun(tidy(df), cfs, curves, models, hist, judges_table(models),
+                    networks_table(networks_used(first_network)))

@@ -704,3 +704,23 @@ def judges_table(judges: pd.DataFrame) -> pd.DataFrame:
     for c in ("test accuracy", "held-out accuracy"):
         out[c] = out[c].map(lambda v: f"{float(v):.4f}")
     return out
+
+
+def networks_note(networks: pd.DataFrame) -> str:
+    """One sentence: how many networks a run used and where they came from (shipped with
+    the book, this machine's cache, trained by the run); empty when not recorded."""
+    if networks is None or not len(networks):
+        return ""
+    n = networks["origin"].value_counts().to_dict()
+    parts = [f"{n[k]} {what}" for k, what in
+             (("shipped", "shipped with the book (networks/)"),
+              ("cache", "from this machine's weight cache"),
+              ("trained", "trained by this run"),
+              ("trained, not cached", "trained by this run, not cached")) if n.get(k)]
+    return (f"This run used {len(networks)} networks: " + ", ".join(parts) + ".  Which, and "
+            "the code that trained each, in the table.")
+
+
+def networks_page_table(networks: pd.DataFrame) -> pd.DataFrame:
+    """The networks a run used: kind, file, origin and provenance (a page table)."""
+    return networks.set_index("entry")[["kind", "origin", "provenance"]]
