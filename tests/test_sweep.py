@@ -172,9 +172,10 @@ def test_a_sweep_on_a_real_cluster_survives_a_killed_worker(tmp_path, monkeypatc
     assert same.counts()[BIT_EQUAL] == len(same.table) > 40 and len(same.beyond) == 0
     cell = same.table[(same.table["seed_sd"] > 0) & (same.table["metric"] == "IM1")].iloc[0]
     moved = base.copy()
+    moved["value"] = pd.to_numeric(moved["value"], errors="coerce")
     rows = ((moved["method"] == cell["method"]) & (moved["model"] == cell["model"])
             & (moved["variant"].astype(str) == cell["variant"]) & (moved["metric"] == "IM1"))
-    moved.loc[rows, "value"] = pd.to_numeric(moved.loc[rows, "value"]) + 10 * cell["seed_sd"]
+    moved.loc[rows, "value"] = moved.loc[rows, "value"] + 10 * cell["seed_sd"]
     write_table(moved, tmp_path / "run" / "mnist_bayesian.csv")
     flagged = compare_rerun("mnist_bayesian", tmp_path / "run", tmp_path / "base",
                             tmp_path / "sweep")
