@@ -5,6 +5,7 @@ Library inputs (images, targets, models, every explainer config), chapter parame
 data files and the weight cache."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -754,6 +755,9 @@ def _zoo_calls():
         "classifier": lambda d: zoo.classifier("mnist", "smoke", device=d),
         "feature_net": lambda d: zoo.feature_net("mnist", "smoke", device=d),
         "judge_classifier": lambda d: zoo.judge_classifier("mnist", "smoke", device=d),
+        "judge_resnet": lambda d: zoo.judge_resnet("mnist", "smoke", device=d),
+        "judge_mlp": lambda d: zoo.judge_mlp("mnist", "smoke", device=d),
+        "judges": lambda d: zoo.judges("mnist", "smoke", device=d),
         "autoencoder": lambda d: zoo.autoencoder("mnist", 4, "smoke", device=d),
         "dcgan": lambda d: zoo.dcgan("mnist", "smoke", device=d),
         "c3lt_encoder": lambda d: zoo.c3lt_encoder("mnist", "smoke", device=d),
@@ -951,3 +955,20 @@ def test_a_folder_of_ones_own_inside_the_clone_is_accepted(tmp_path):
     mine = chapters.PROJECT_ROOT / "_build" / "mine-test"
     assert check_output_dir(mine) == mine.resolve()
     assert check_output_dir(tmp_path) == tmp_path.resolve()
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("steps", "many", "PlainConfig.steps must be int, got str 'many'"),
+    ("steps", 50.5, "PlainConfig.steps must be int, got float 50.5"),
+    ("lr", float("nan"), "PlainConfig.lr must be a finite number, got nan"),
+    ("lr", "0.1", "PlainConfig.lr must be float, got str '0.1'"),
+    ("margin", "x", "PlainConfig.margin"),
+])
+def test_a_config_without_the_future_import_is_checked_too(field, value, says):
+    """A user's config module written without ``from __future__ import annotations`` (its
+    annotations are objects): every field is checked as in cflib's own configs."""
+    from tests.fixtures.plain_config import PlainConfig
+
+    with pytest.raises(ValueError, match=re.escape(says)):
+        PlainConfig(**{field: value})
+    assert PlainConfig(steps=3, lr=0.5, margin=None).steps == 3

@@ -61,6 +61,36 @@ log = logging.getLogger("cflib")
 _NUMBER_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
 
 
+def _annotation_text(t) -> str:
+    """An annotation as text, whether the class was written with ``from __future__ import
+    annotations`` (a string) or without (the objects): ``int``, ``float | None``,
+    ``tuple``..."""
+    import types
+    import typing
+
+    if isinstance(t, str):
+        return t
+    if t is type(None):
+        return "None"
+    origin = typing.get_origin(t)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_annotation_text(a) for a in typing.get_args(t))
+    if origin is not None:
+        return getattr(origin, "__name__", str(origin))
+    return getattr(t, "__name__", str(t))
+
+
+def _hints(cls) -> dict:
+    """The resolved annotations of a config class (``typing.get_type_hints``), or the raw
+    ones when a name cannot be resolved."""
+    import typing
+
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:
+        return {}
+
+
 def _check_field(cls_name: str, name: str, annotation: str, value) -> None:
     """One config field against its annotation: the type (no bool for a number, no float
     for an int), finiteness, and None only where the annotation allows it."""
@@ -111,8 +141,10 @@ class ExplainerConfig:
     batch_size: int = 256  # images pushed through the model at once
 
     def __post_init__(self):
+        hints = _hints(type(self))
         for f in fields(self):
-            _check_field(type(self).__name__, f.name, f.type, getattr(self, f.name))
+            _check_field(type(self).__name__, f.name,
+                         _annotation_text(hints.get(f.name, f.type)), getattr(self, f.name))
             if f.name == "seed":
                 check_seed(self.seed, f"{type(self).__name__}.seed")
         if self.batch_size < 1:
