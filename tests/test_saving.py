@@ -357,3 +357,42 @@ def test_a_quant_run_round_trips_the_recourse_its_figures_draw(tmp_path):
         assert_same_cf(a.cf, b.cf)
         for k in ("logits_at_fp", "vd_events", "cost_gap", "dirsim", "margin"):
             assert_same(getattr(a, k), getattr(b, k), f"{key} {k}")
+
+
+def test_bad_save_files_get_errors_that_name_the_file(tmp_path):
+    """Each bad file names itself: JSON that is not JSON, a .pt that is not torch's, a
+    file of another kind (with the loader that reads it), a .json beside another run's
+    .pt, and a file of an unknown kind."""
+    import re
+
+    import pytest
+    import torch
+
+    from cflib.explainers import Counterfactuals
+
+    x = torch.zeros(2, 1, 4, 4)
+    cf = Counterfactuals(x=x, x_cf=x + 0.1, target=torch.tensor([1, 1]),
+                         pred=torch.tensor([0, 0]), pred_cf=torch.tensor([1, 0]),
+                         success=torch.tensor([True, False]), seconds=0.1, method="toy",
+                         meta={"already_target": torch.tensor([False, False])})
+    a, b = tmp_path / "a", tmp_path / "b"
+    cf.save(a)
+    Counterfactuals(**{**cf.__dict__, "x_cf": x + 0.5}).save(b)
+    (tmp_path / "b.pt").replace(tmp_path / "a.pt")       # a's .json beside b's .pt
+    with pytest.raises(ValueError, match=re.escape(f"{a}.pt does not hold the tensors")):
+        Counterfactuals.load(a)
+    (tmp_path / "a.json").write_text("{not json")
+    with pytest.raises(ValueError, match=re.escape(f"{a}.json is not a saved")):
+        Counterfactuals.load(a)
+    cf.save(a)
+    (tmp_path / "a.pt").write_bytes(b"\\0\\1\\2")
+    with pytest.raises(ValueError, match=re.escape(f"{a}.pt is not the tensors")):
+        Counterfactuals.load(a)
+    cf.save(a)
+    doc = (tmp_path / "a.json").read_text().replace("cflib.Counterfactuals", "cflib.Explainer")
+    (tmp_path / "a.json").write_text(doc)
+    with pytest.raises(ValueError, match="holds a saved cflib.Explainer.*<Method>.load"):
+        Counterfactuals.load(a)
+    (tmp_path / "a.json").write_text('{"kind": "something else"}')
+    with pytest.raises(ValueError, match="its kind is 'something else'"):
+        Counterfactuals.load(a)

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 import cflib
-from cflib.cache import cached, fingerprint
+from cflib.cache import cached, fingerprint, state_fingerprint
 from cflib.env import forbid_compute
 from cflib.explainers.records import (
     FitRecord,
@@ -251,7 +251,8 @@ def save_counterfactuals(path, batches: dict[str, "Counterfactuals"]) -> Path:
         rec.update(seconds=float(cf.seconds), method=cf.method,
                    meta=encode(cf.meta, f"{name}/meta", tensors, what))
         records[name] = rec
-    doc = {"schema": CF_SCHEMA, "kind": _CF_KIND, "batches": records}
+    doc = {"schema": CF_SCHEMA, "kind": _CF_KIND, "batches": records,
+           "sha256": state_fingerprint(tensors)}     # binds the .json to its .pt
     return write_pair(path, doc, tensors)
 
 

@@ -119,21 +119,47 @@ def write(path, doc: dict, tensors: dict[str, torch.Tensor]) -> Path:
                         lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1)))
 
 
+#: which loader reads each kind of saved file (named when a file is given to another)
+LOADERS = {"cflib.Explainer": "the method's class: <Method>.load(path, classifier)",
+           "cflib.Counterfactuals": "Counterfactuals.load(path)",
+           "cflib.bench.Comparison": "cflib.bench.compare.Comparison.load(folder, name)"}
+
+
 def read(path, kind: str, schema: int, what: str) -> tuple[dict, dict[str, torch.Tensor]]:
     """The JSON document and the tensors of a pair :func:`write` wrote, after checking
-    that the document is ``kind`` at version ``schema`` (a ValueError names the file's
-    version otherwise)."""
+    that the document is ``kind`` at version ``schema``.  A file that is not such a saved
+    object, one of another kind (the error names the loader that reads it) or of another
+    version is a ValueError naming the file."""
     s = stem(path)
     for f in (s.with_suffix(".json"), s.with_suffix(".pt")):
         if not f.exists():
             raise FileNotFoundError(f"no saved {what} at {f}")
-    doc = json.loads(s.with_suffix(".json").read_text())
+    try:
+        doc = json.loads(s.with_suffix(".json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"{s}.json is not a saved {what} of cflib (it is not readable JSON: "
+                         f"{type(err).__name__}: {err})") from None
     got = doc if isinstance(doc, dict) else {}
-    if got.get("kind") != kind or got.get("schema") != schema:
-        raise ValueError(f"{s}.json is schema version {got.get('schema')!r} of "
-                         f"{got.get('kind')!r}; this cflib reads {kind} schema {schema} "
-                         "(write it again with this version)")
-    tensors = torch.load(s.with_suffix(".pt"), map_location="cpu", weights_only=True)
+    if got.get("kind") != kind and got.get("kind") in LOADERS:
+        raise ValueError(f"{s}.json holds a saved {got['kind']}, not {what}: read it with "
+                         f"{LOADERS[got['kind']]}")
+    if got.get("kind") != kind:
+        raise ValueError(f"{s}.json is not a saved {what} of cflib (its kind is "
+                         f"{got.get('kind')!r}, not {kind!r})")
+    if got.get("schema") != schema:
+        raise ValueError(f"{s}.json is schema version {got.get('schema')!r} of {kind}; this "
+                         f"cflib reads schema {schema} (write it again with this version)")
+    try:
+        tensors = torch.load(s.with_suffix(".pt"), map_location="cpu", weights_only=True)
+    except Exception as err:  # truncated, not a torch file, unsafe content...
+        raise ValueError(f"{s}.pt is not the tensors of a saved {what} ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else ''})") from None
+    if not isinstance(tensors, dict):
+        raise ValueError(f"{s}.pt is not the tensors of a saved {what} (it holds a "
+                         f"{type(tensors).__name__})")
+    if "sha256" in got and got["sha256"] != state_fingerprint(tensors):
+        raise ValueError(f"{s}.pt does not hold the tensors {s}.json was written with "
+                         "(checksum differs): the two files were not saved together")
     return doc, tensors
 
 
