@@ -83,3 +83,23 @@ def test_bad_functions_are_clear_errors(tiny_classifier, bars):
     with pytest.raises(RuntimeError, match=r"nan returned 5 non-finite counterfactual"):
         FunctionExplainer(tiny_classifier, lambda m, x, t: x * float("nan"),
                           name="nan").explain(x, 1)
+
+
+def test_counterfactuals_outside_the_image_range_are_warned_about_and_counted():
+    """A function returning [0, 255] images: each is clamped to [-1, 1], the batch warns
+    and the count is in the meta (inputs outside the range warn as well)."""
+    import pytest
+    import torch
+    from torch import nn
+
+    from cflib.explainers import FunctionExplainer
+
+    model = nn.Sequential(nn.Flatten(), nn.Linear(16, 3))
+    x = torch.rand(4, 1, 4, 4) * 2 - 1
+    ex = FunctionExplainer(model, lambda m, xb, t: (xb + 1) * 127.5)
+    with pytest.warns(RuntimeWarning, match="returned 4 of 4 counterfactuals with pixels "
+                                            "outside the image range"):
+        cf = ex.explain(x, 1)
+    assert cf.meta["n_outside_range"] == 4 and cf.x_cf.max() <= 1
+    inside = FunctionExplainer(model, lambda m, xb, t: xb * 0.5).explain(x, 1)
+    assert inside.meta["n_outside_range"] == 0

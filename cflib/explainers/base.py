@@ -118,6 +118,10 @@ def _check_field(cls_name: str, name: str, annotation: str, value) -> None:
                 raise ValueError(f"{cls_name}.{name} must hold finite numbers, got {value!r}")
 
 
+#: how far beyond [-1, 1] a counterfactual's pixel may overshoot (a method's last step)
+#: before it is counted and warned about
+RANGE_SLACK = 1e-3
+
 def key_config(config) -> dict:
     """A config as it enters a cache key: every field, but those its class lists in
     ``KEY_OMITS_DEFAULT`` while they are at their default (fields added after networks
@@ -598,7 +602,7 @@ class Explainer:
             finally:
                 hook.remove()
             x_cf, extra = out if isinstance(out, tuple) else (out, {})
-            x_cf = self._checked_output(x_cf, x)
+            x_cf, outside = self._checked_output(x_cf, x)
             pred_cf = predict(self.classifier, x_cf).argmax(1)
         return Counterfactuals(
             x=x, x_cf=x_cf, target=target, pred=pred, pred_cf=pred_cf,
@@ -607,15 +611,19 @@ class Explainer:
                   "seed": seed, "cflib_version": cflib.__version__, "device": str(dev),
                   "model_fingerprint": fingerprint(self.classifier),
                   "already_target": already, "n_already_target": int(already.sum()),
+                  "n_outside_range": outside,
                   "model_passes": rows[0] / len(x), **extra},
         )
 
-    def _checked_output(self, x_cf, x: torch.Tensor) -> torch.Tensor:
-        """What a method's search returned, as the batch's counterfactuals: a tensor of
-        the queries' shape, finite (a NaN or infinite image is a failure of the method,
-        an error naming it, never silently clipped to a valid-looking image), in the
-        classifier's dtype and clamped to the image range [-1, 1] (a method may overshoot
-        it by its step; the value returned is the nearest image)."""
+    def _checked_output(self, x_cf, x: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """What a method's search returned, as the batch's counterfactuals, and how many of
+        them left the image range: a tensor of the queries' shape, finite (a NaN or
+        infinite image is a failure of the method, an error naming it, never silently
+        clipped to a valid-looking image), in the classifier's dtype and clamped to the
+        image range [-1, 1] (a method may overshoot it by its step; the value returned is
+        the nearest image).  Counterfactuals with a pixel beyond the range by more than
+        :data:`RANGE_SLACK` are counted (``meta["n_outside_range"]``) and warned about,
+        as inputs outside it are: [0, 255] images, say, are not counterfactuals."""
         if not torch.is_tensor(x_cf) or tuple(x_cf.shape) != tuple(x.shape):
             shape = tuple(x_cf.shape) if torch.is_tensor(x_cf) else type(x_cf).__name__
             raise RuntimeError(f"{self.name} returned counterfactuals of shape {shape} for a "
@@ -626,8 +634,18 @@ class Explainer:
             raise RuntimeError(f"{self.name} returned {len(rows)} non-finite counterfactual(s) "
                                f"(NaN or inf; rows {rows[:5]}{'...' if len(rows) > 5 else ''}) "
                                f"of a batch of {len(x)}")
+        flat = x_cf.detach().flatten(1)
+        out = ((flat < X_MIN - RANGE_SLACK) | (flat > X_MAX + RANGE_SLACK)).any(1)
+        n_out = int(out.sum())
+        if n_out:
+            import warnings
+
+            warnings.warn(f"{self.name} returned {n_out} of {len(x)} counterfactuals with pixels "
+                          f"outside the image range [-1, 1] (from {flat.min().item():.3g} to "
+                          f"{flat.max().item():.3g}); they were clamped to it and are counted "
+                          "in meta['n_outside_range']", RuntimeWarning, stacklevel=3)
         # in the classifier's dtype (a no-op where the method computed in it)
-        return x_cf.detach().to(x.dtype).clamp(X_MIN, X_MAX)
+        return x_cf.detach().to(x.dtype).clamp(X_MIN, X_MAX), n_out
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.config})"
