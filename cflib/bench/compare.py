@@ -84,7 +84,7 @@ from cflib.bench.results import (
 )
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables import bayes, c3lt
-from cflib.explainers import Explainer, from_function
+from cflib.explainers import Explainer, from_function, records
 from cflib.io import atomic_write
 from cflib.metrics.spec import get_spec
 from cflib.scopes import seeded
@@ -104,6 +104,7 @@ REFERENCE_RTOL = 1e-4
 #: the version of the ``<results_name>.json`` file :meth:`Comparison.save` writes
 SCHEMA = 1
 _KIND = "cflib.bench.Comparison"
+records.LOADERS[_KIND] = "cflib.bench.compare.Comparison.load(folder, name)"
 
 
 class MethodError(RuntimeError):

@@ -119,10 +119,10 @@ def write(path, doc: dict, tensors: dict[str, torch.Tensor]) -> Path:
                         lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1)))
 
 
-#: which loader reads each kind of saved file (named when a file is given to another)
+#: which loader reads each kind of saved file (named when a file is given to another);
+#: the layers above add theirs
 LOADERS = {"cflib.Explainer": "the method's class: <Method>.load(path, classifier)",
-           "cflib.Counterfactuals": "Counterfactuals.load(path)",
-           "cflib.bench.Comparison": "cflib.bench.compare.Comparison.load(folder, name)"}
+           "cflib.Counterfactuals": "Counterfactuals.load(path)"}
 
 
 def read(path, kind: str, schema: int, what: str) -> tuple[dict, dict[str, torch.Tensor]]:
