@@ -156,6 +156,10 @@ def bench_section(tc) -> str:
                                 caption="1 = best, in each metric's direction (the arrow); "
                                         "ties share the best rank; time is not ranked")))
     parts.append(f"<p>{html.escape(bench_reading(tc))}</p>")
+    judges = judges_reading(tc)
+    if judges:
+        parts.append("<h3>The judges of transfer</h3>")
+        parts.append(judges)
     parts.append("<h3>Counterfactuals</h3><p>The method's counterfactuals beside the "
                  "reference rows' on the same queries; a red frame: not assigned to the "
                  "target; a grey dashed frame: a query the classifier already assigned to "
@@ -178,6 +182,50 @@ def bench_section(tc) -> str:
     parts.append(f"<details><summary>What each metric means</summary>"
                  f"{metrics_table(specs)}</details>")
     return "\n".join(parts)
+
+
+#: a judge is weak evidence below this test accuracy, or when it already assigns more than
+#: JUDGE_ALREADY of the unchanged queries to their target
+JUDGE_ACCURACY, JUDGE_ALREADY = 0.9, 0.1
+
+
+def judges_reading(tc) -> str:
+    """The judges of transfer validity of one table run: each judge's family and test
+    accuracy (the table's ``judges`` file, when the run wrote one) and the share of
+    unchanged queries it already assigns to their target; a judge below
+    :data:`JUDGE_ACCURACY` or above :data:`JUDGE_ALREADY` is named as weak evidence."""
+    from cflib.metrics.basic import JUDGE_NAMES
+
+    res = tc.results
+    q = res[(res["method"] == "Query (unchanged)") & (res["aggregate"] == "")]
+    if "pair" in q.columns and (q["pair"] != "").any():
+        q = q[q["pair"] != ""]
+    already = {j: float(q.loc[q["metric"] == f"Validity ({j} judge)", "value"].mean())
+               for j in JUDGE_NAMES}
+    info = getattr(tc.run, "judges", None)
+    acc = ({r["judge"]: float(r["test_accuracy"]) for _, r in info.iterrows()}
+           if info is not None and len(info) else {})
+    if not acc and all(v != v for v in already.values()):
+        return ""
+    rows, weak = [], []
+    for j in JUDGE_NAMES:
+        a, u = acc.get(j, float("nan")), already.get(j, float("nan"))
+        rows.append(f"<tr><td>{html.escape(j)}</td><td>{fmt(a, 4)}</td><td>{fmt(u, 3)}</td></tr>")
+        if a < JUDGE_ACCURACY or u > JUDGE_ALREADY:
+            weak.append(j)
+    table = ("<table class=\"cflib-table\"><thead><tr><th>judge</th><th>test accuracy</th>"
+             "<th>unchanged queries it already calls the target</th></tr></thead><tbody>"
+             + "".join(rows) + "</tbody></table>")
+    said = (f"<p>{', '.join(weak)}: weak evidence here (test accuracy below "
+            f"{100 * JUDGE_ACCURACY:.0f} % or more than {100 * JUDGE_ALREADY:.0f} % of the "
+            "unchanged queries "
+            "already called the target): a counterfactual it accepts says little.</p>"
+            if weak else "<p>Each judge is accurate and calls few unchanged queries the "
+            "target: a counterfactual all three accept looks like the target class to "
+            "networks of three families.</p>")
+    return ("<p>Three judges of three families score every row (a SmallCNN, a residual "
+            "network, a perceptron); <code>Validity (all judges)</code> counts what all three "
+            "accept.</p>" + table + said)
 
 
 def bench_page(cmp) -> str:
