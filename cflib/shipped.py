@@ -128,8 +128,12 @@ def load(kind: str, key: str, config: dict, module: nn.Module,
     if entry.get("config") != json.loads(json.dumps(config, sort_keys=True, default=str)):
         raise ValueError(f"{MANIFEST} lists {entry_name(kind, key)} with another config than "
                          f"the one it is keyed by; {fix}")
-    from safetensors.torch import load_file
-
+    try:
+        from safetensors.torch import load_file
+    except ImportError:
+        raise ImportError(f"the shipped network {path} needs the safetensors package "
+                          f"(pip install safetensors, a dependency of cflib), or set "
+                          f"{SHIPPED_ENV}=off to retrain every network") from None
     state = load_file(str(path))
     own = module.state_dict()
     if set(state) != set(own) or any(tuple(state[k].shape) != tuple(own[k].shape) for k in own):
