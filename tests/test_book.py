@@ -413,7 +413,8 @@ def site(html):
 
 def test_every_page_in_a_real_browser(html, site, browser):
     """Every page at 1400 px and at 400 px: no console error, every image decoded and shown
-    at (nearly) its own size at 1400 px, every internal link resolved and every external
+    at (nearly) its own size at both widths (a phone scrolls a wide figure sideways, its
+    text as legible as on a desk), every internal link resolved and every external
     one well-formed, no stderr, no uncollapsed code, no table cut off, and at 1400 px no
     table wider than the text column, no raw DataFrame index, no all-dash column, no
     template leak, no folded table with Python literals; on each table chapter the main
@@ -454,6 +455,9 @@ def test_every_page_in_a_real_browser(html, site, browser):
             if res["raw_folded"]:
                 problems.append(f"{tag}: {res['raw_folded']} folded table(s) with NaN / None / "
                                 "True text")
+            if res["shrunk"]:          # at 1400 px and on a phone alike
+                problems.append(f"{tag}: figure(s) drawn wider than shown, text too small "
+                                f"(natural, shown px) {res['shrunk'][:3]}")
             if res["overflow"] > 2:
                 problems.append(f"{tag}: the page is {res['overflow']} px wider than the "
                                 "window (scrolls sideways)")
@@ -518,9 +522,6 @@ def test_every_page_in_a_real_browser(html, site, browser):
                     problems.append(f"{tag}: {res['raw_index']} table(s) with a raw 0..N index")
                 if res["dash_columns"]:
                     problems.append(f"{tag}: {res['dash_columns']} table(s) with an all-dash column")
-                if res["shrunk"]:
-                    problems.append(f"{tag}: figure(s) drawn wider than shown, text too small "
-                                    f"(natural, shown px) {res['shrunk'][:3]}")
                 hit = MACHINE_PATH.search(res["text"])
                 if hit:
                     problems.append(f"{tag}: machine path {hit.group(0)!r} in the text")
