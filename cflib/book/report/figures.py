@@ -405,7 +405,7 @@ def plot_lever_frontier(levers: pd.DataFrame, frontier: pd.DataFrame | None = No
                     edgecolor="black", zorder=3, label="C3LT, one lever each")
     for name, row in w.iterrows():
         ax.annotate(name, (row["Proximity"], row[judged]), textcoords="offset points",
-                    xytext=(6, 4), fontsize=8)
+                    xytext=(6, 4), fontsize=9)
     if frontier is not None and len(frontier) and judged in set(frontier["metric"]):
         f = frontier
         if "dcgan_epochs" in f.columns:
