@@ -89,6 +89,20 @@ report.page_table(headline)
 report.page_table(full)
 
 # %% [markdown]
+# **The rows.**
+#
+# | row | what it is |
+# |---|---|
+# | FP32 | the full-precision SmallCNN (our reference row; every VD, CRG, DirSim is measured against its recourse) |
+# | FP32 + retrain | our control: the FP32 model trained for the QAT rows' extra epochs with their optimiser and batches, no quantization |
+# | PTQ INT8 / PTQ INT4 | post-training quantization of every weight and activation to 8 / 4 bits, steps and clips calibrated on validation images |
+# | CF-PTQ | PTQ INT4 whose calibration set also holds the FP model's counterfactuals of the validation images |
+# | MixedPrec-QAT | quantization-aware training with a learned per-quantizer bit choice in {2, 3, 4, 8} under a bit budget |
+# | CFQ-QAT | the same, plus a loss that keeps the FP model's recourse points in the target class (the paper's method) |
+# | KD+Quant | a student distilled from the FP model, then MixedPrec-QAT |
+# | Prune+Quant | 30 % global magnitude pruning (the mask kept through training), then MixedPrec-QAT |
+
+# %% [markdown]
 # ## Accuracy hides what VD shows, and VD hides what false acceptance shows
 #
 # Top: accuracy of each row, ours beside the paper's, our FP32 as the dashed line.
@@ -120,18 +134,7 @@ report.verdicts(quant_benchmark.shape_checks(run))
 #
 # Each section opens with a click.
 #
-# :::{dropdown} How to read this table: its rows
-# | row | what it is |
-# |---|---|
-# | FP32 | the full-precision SmallCNN (our reference row; every VD, CRG, DirSim is measured against its recourse) |
-# | FP32 + retrain | our control: the FP32 model trained for the QAT rows' extra epochs with their optimiser and batches, no quantization |
-# | PTQ INT8 / PTQ INT4 | post-training quantization of every weight and activation to 8 / 4 bits, steps and clips calibrated on validation images |
-# | CF-PTQ | PTQ INT4 whose calibration set also holds the FP model's counterfactuals of the validation images |
-# | MixedPrec-QAT | quantization-aware training with a learned per-quantizer bit choice in {2, 3, 4, 8} under a bit budget |
-# | CFQ-QAT | the same, plus a loss that keeps the FP model's recourse points in the target class (the paper's method) |
-# | KD+Quant | a student distilled from the FP model, then MixedPrec-QAT |
-# | Prune+Quant | 30 % global magnitude pruning (the mask kept through training), then MixedPrec-QAT |
-#
+# :::{dropdown} How to read this table: the recourse search and false acceptance
 # Recourse is searched in the 32-d latent space of a convolutional autoencoder by
 # projected gradient steps (`Latent PGD`, the same explainer for every model).  The
 # paper's Fashion-MNIST listing gives accuracy and training overhead only; its VD, CRG

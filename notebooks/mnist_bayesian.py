@@ -95,6 +95,18 @@ for s in settings:
                                                  methods=rows)))
 
 # %% [markdown]
+# **The rows.**  `Original Data`: for each query a real test image of its target class;
+# `Query (unchanged)`: the query itself (each metric's range lies between the two).
+#
+# | method | idea |
+# |---|---|
+# | Wachter {cite:p}`wachter2017counterfactual` | min L1 distance + λ · prediction loss, λ searched |
+# | BayesCF | Wachter's objective on the posterior-mean prediction |
+# | ROAR {cite:p}`upadhyay2021roar` | min-max: valid under last-layer weight shifts ≤ δ_max = 0.01 |
+# | Schut {cite:p}`schut2021uncertainty` | greedy saliency-guided pixel edits until posterior confidence 0.99 |
+# | PSCE {cite:p}`duell2026psce` | δ-safe mean target probability and ε-robust predictive variance as constraints, plus proximity and an autoencoder term |
+
+# %% [markdown]
 # ## Transfer and query dependence
 #
 # Three judges of three families, trained apart from both Bayesian networks (a SmallCNN,
@@ -143,15 +155,7 @@ report.verdicts(bayes.shape_checks(summary), by=["model"])
 #
 # Each section opens with a click.
 #
-# :::{dropdown} How to read these tables: the methods and the reference rows
-# | method | idea |
-# |---|---|
-# | Wachter {cite:p}`wachter2017counterfactual` | min L1 distance + λ · prediction loss, λ searched |
-# | BayesCF | Wachter's objective on the posterior-mean prediction |
-# | ROAR {cite:p}`upadhyay2021roar` | min-max: valid under last-layer weight shifts ≤ δ_max = 0.01 |
-# | Schut {cite:p}`schut2021uncertainty` | greedy saliency-guided pixel edits until posterior confidence 0.99 |
-# | PSCE {cite:p}`duell2026psce` | δ-safe mean target probability and ε-robust predictive variance as constraints, plus proximity and an autoencoder term |
-#
+# :::{dropdown} How to read these tables: the methods' search and the reference rows
 # Every method searches against the posterior-averaged prediction, except Wachter's
 # original, which sees one deterministic pass.  Two reference rows show where each
 # metric's range lies: **Original Data**, for each query a real test image of its
