@@ -1,5 +1,6 @@
 """The tidy-table helpers and the reference file, on small hand-made tables."""
 import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -640,3 +641,38 @@ def test_the_grid_frames_an_already_target_query_apart_from_a_failure():
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+#: the smallest text a book figure may carry, in points: 9 pt at the figures' 100 dpi is
+#: 12.5 px when a figure is shown at its own size (as at 400 px, where it scrolls sideways
+#: rather than shrink: the browser test), above the 11 px a phone reader needs
+MIN_FONT_PT = 9
+
+
+def test_no_figure_text_is_smaller_than_the_minimum():
+    """Every font size the figure module sets (its style and each fontsize / labelsize
+    literal) is at least MIN_FONT_PT, and a drawn grid's every text is too."""
+    import re
+
+    import matplotlib.text
+    import torch
+
+    from cflib.book.report import figures
+
+    src = Path(figures.__file__).read_text()
+    literal = [float(v) for v in re.findall(r"(?:fontsize|labelsize)=([0-9.]+)", src)]
+    styled = [v for k, v in figures.STYLE.items() if "size" in k]
+    assert literal and min(literal + styled) >= MIN_FONT_PT, sorted(literal + styled)[:3]
+
+    class CF:
+        x = torch.zeros(3, 1, 28, 28)
+        x_cf = torch.zeros(3, 1, 28, 28)
+        success = torch.tensor([True, False, True])
+        meta = {"already_target": torch.tensor([False, False, True])}
+
+        def __len__(self):
+            return 3
+
+    fig = figures.plot_cf_grid({("4->9", "M"): CF()}, "4->9", ["M"], n=3, title="4 → 9")
+    sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_text()]
+    assert sizes and min(sizes) >= MIN_FONT_PT, min(sizes)
