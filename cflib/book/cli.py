@@ -173,11 +173,9 @@ def main(argv=None) -> None:
             print(f"results: {problem}")
     elif args.command == "verify" and args.rerun:
         from cflib.book.runs.rerun import compare_rerun
-        from cflib.book.spread import SWEEP_DIR
 
         try:
-            report = compare_rerun(args.rerun, args.run, args.baseline,
-                                   args.sweep_root or SWEEP_DIR)
+            report = compare_rerun(args.rerun, args.run, args.baseline, args.sweep_root)
         except ValueError as err:
             raise SystemExit(f"cflib verify --rerun: {err}") from None
         print(report.describe())

@@ -90,12 +90,16 @@ def _cells(df: pd.DataFrame) -> pd.Series:
     """The table's values per cell, repeats of one seed averaged (a Series on CELL)."""
     d = df.copy()
     d["value"] = pd.to_numeric(d["value"], errors="coerce")
-    if "repeat" in d.columns:        # a seed's rows outside its repeats (e.g. accuracy: -1)
-        d = d[pd.to_numeric(d["repeat"], errors="coerce").fillna(0) >= -1]
+    return d.groupby(_keyed(d), sort=False)["value"].mean()
+
+
+def _keyed(d: pd.DataFrame) -> list[str]:
+    """The CELL columns of ``d``, as text (in place), so that tables read by different
+    readers index alike."""
     keys = [c for c in CELL if c in d.columns]
     for k in keys:
         d[k] = d[k].fillna("").astype(str)
-    return d.groupby(keys, sort=False)["value"].mean()
+    return keys
 
 
 @dataclass
@@ -152,13 +156,13 @@ class RerunReport:
         return "\n".join(lines)
 
 
-def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=SWEEP_DIR,
+def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=None,
                   profile: str | None = None) -> RerunReport:
     """Compare a re-run of ``chapter`` (``run``: its results CSV or a folder holding
     ``<chapter>.csv``; default :func:`find_rerun`) with ``baseline`` (a CSV or folder;
     default the committed results, :func:`committed_table`) and with the spread over
-    training seeds of the sweep under ``sweep_root`` (the book's own seed taken from the
-    baseline).  The profile of the sweep is the baseline's."""
+    training seeds of the sweep under ``sweep_root`` (default ``results/sweep``; the
+    book's own seed taken from the baseline).  The profile of the sweep is the baseline's."""
     run_path = find_rerun(chapter) if run is None else _csv(run, chapter)
     rerun = read_table(run_path)
     base = committed_table(chapter) if baseline is None else read_table(_csv(baseline, chapter))
@@ -173,11 +177,14 @@ def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=SWEEP_DIR,
     base_v = base[~base["metric"].isin(timing)]
     rows, same = _raw_equal(rerun_v, base_v)
     a, b = _cells(rerun_v), _cells(base_v)
-    _, per_seed = read_sweep(chapter, profile, root=sweep_root, own=base)
+    # the spread of each cell over the seeds: the sweep's own merge (repeats of a seed
+    # averaged, then the sd over seeds), the committed run standing for its seed
+    merged, per_seed = read_sweep(chapter, profile, root=sweep_root or SWEEP_DIR, own=base)
     sd = n = None
     if len(per_seed) >= 2:
-        seeds = pd.concat({s: _cells(df) for s, df in per_seed.items()}, axis=1)
-        sd, n = seeds.std(axis=1, ddof=1), seeds.notna().sum(axis=1)
+        merged = merged.copy()
+        spread = merged.set_index(_keyed(merged))
+        sd, n = spread["sd"], spread["n"]
     idx = a.index.union(b.index, sort=False)
     table = pd.DataFrame({"committed": b.reindex(idx), "rerun": a.reindex(idx)})
     table["diff"] = table["rerun"] - table["committed"]
