@@ -381,3 +381,30 @@ def test_the_c3lt_page_says_which_lever_moves_c3lt_off_the_prototype(cap_diversi
     assert says in para, para
     # the closest setting (alpha x1000, 0.2) closes (0.39 - 0.2) / (0.39 - 0.072) of the gap
     assert "60 % of it closes with a setting the paper did not use" in para, para
+    # the levers the evidence lacks are named as not ruled out
+    assert ("Not run yet, so not ruled out: alpha x10, alpha x100, step <= 0.5 |z|, "
+            "cycle weight x0, cycle weight x10.") in para, para
+
+
+def test_levers_run_names_what_the_evidence_lacks():
+    from cflib.bench.tuning import C3LT_LEVERS, levers_run
+
+    ran = pd.DataFrame({"candidate": ["alpha x1 (the paper's)", "alpha x10", "alpha x10"]})
+    said = levers_run(ran)
+    assert said.startswith("Levers run: alpha x1 (the paper's), alpha x10.")
+    assert "Not run yet: alpha x100," in said and "cycle weight x10." in said
+    every = pd.DataFrame({"candidate": list(C3LT_LEVERS)})
+    assert "Not run yet" not in levers_run(every)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["c3lt_levers", "--levers", "alpha x7"], "unknown lever(s) ['alpha x7']"),
+    (["latent_search", "--levers", "alpha x10"], "--levers applies to c3lt_levers only"),
+])
+def test_the_tuning_cli_refuses_bad_levers_before_any_compute(argv, says, capsys):
+    from cflib.bench import tuning
+
+    with pytest.raises(SystemExit) as err:
+        tuning.main(argv)
+    assert err.value.code == 2
+    assert says in capsys.readouterr().err

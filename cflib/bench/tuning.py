@@ -348,6 +348,18 @@ C3LT_LEVERS: dict[str, dict] = {
 }
 
 
+def levers_run(levers: pd.DataFrame) -> str:
+    """One sentence for a page: which levers of :data:`C3LT_LEVERS` the evidence rows
+    ``levers`` hold, and which were not run (a page never claims a range it did not
+    measure)."""
+    ran = [c for c in dict.fromkeys(levers["candidate"])]
+    missing = [c for c in C3LT_LEVERS if c not in ran]
+    out = "Levers run: " + ", ".join(ran) + "."
+    if missing:
+        out += " Not run yet: " + ", ".join(missing) + "."
+    return out
+
+
 def tune_c3lt_levers(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                      device="cpu", levers=None, n_queries: int = 100) -> pd.DataFrame:
     """C3LT's query dependence against its levers, on the validation pairs: for each
@@ -554,7 +566,15 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default=str(TUNING_DIR), help="folder of the evidence files")
     ap.add_argument("--budget", default=None,
                     help="c3lt_generator: the budget of C3LT_BUDGETS (default: the profile's)")
+    ap.add_argument("--levers", nargs="+", default=None, metavar="NAME",
+                    help="c3lt_levers: the levers of C3LT_LEVERS to run (default: all)")
     args = ap.parse_args(argv)
+    if args.levers is not None:
+        if args.choice != "c3lt_levers":
+            ap.error("--levers applies to c3lt_levers only")
+        unknown = sorted(set(args.levers) - set(C3LT_LEVERS))
+        if unknown:
+            ap.error(f"unknown lever(s) {unknown}; choose from {list(C3LT_LEVERS)}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     # CPU training depends on the thread count: the chapters' (CFLIB_THREADS, default 1),
     # so that the networks trained here are the ones the chapters load from the cache
@@ -562,6 +582,8 @@ def main(argv=None) -> None:
 
     torch.set_num_threads(threads())
     kw = {"budget": args.budget} if args.choice == "c3lt_generator" else {}
+    if args.levers is not None:
+        kw = {"levers": {k: C3LT_LEVERS[k] for k in C3LT_LEVERS if k in args.levers}}
     out = TUNERS[args.choice](args.datasets, args.profile, args.seed, args.device, **kw)
     df, extra = out if isinstance(out, tuple) else (out, None)
     name = args.choice if args.profile == "standard" else f"{args.choice}_{args.profile}"

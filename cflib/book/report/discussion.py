@@ -356,9 +356,11 @@ def render(template: str, readings: Readings, **context) -> str:
     from cflib.quantization.recipes import QATConfig
 
     vp = VALIDATION_PAIRS.get(readings.dataset)
-    from cflib.bench.tuning import C3LT_BUDGET_MIN_VALIDITY, C3LT_BUDGET_SLACK, budget_of
+    from cflib.bench.tuning import (C3LT_BUDGET_MIN_VALIDITY, C3LT_BUDGET_SLACK, C3LT_LEVERS,
+                                    budget_of)
 
-    context = {"latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
+    context = {"all_levers": list(C3LT_LEVERS),
+               "latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
                # the candidate of the budget curve this run's C3LT sizes are ("" if none)
                "budget_used": budget_of(profile.c3lt) if profile else "",
                "budget_min_validity": C3LT_BUDGET_MIN_VALIDITY,
