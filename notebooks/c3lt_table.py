@@ -81,7 +81,7 @@ display(Markdown(f"**The paper's six rows** on {title} (pairs {pair_names}; the 
                  f"the pairs, {spread}), the paper's value in grey beneath ours.  FID is in "
                  "our own network's features (`FeatureNet`), so the paper's Inception FID is "
                  "not shown.  ↓ lower is better, ↑ higher."))
-report.page_table(headline)
+report.page_table(headline, links=headline.index)
 
 # %% [markdown]
 # ## The full table
@@ -97,28 +97,28 @@ report.page_table(headline)
 # compares their ranks).  IM2 ×10, KID ×1e3; the rows are defined under the table.
 
 # %%
-report.page_table(table)
+report.page_table(table, links=table.index)
 
 # %% [markdown]
 # **The rows.**
-# **Original Data**: real test images of the target class (the paper's reference row).
-# **Query (unchanged)**: the query itself (ours: an image that has not moved).
-# **Adv. Attack**: targeted PGD {cite:p}`madry2018pgd`, fools the classifier without
+# <span id="row-original-data"></span>**Original Data**: real test images of the target class (the paper's reference row).
+# <span id="row-query-unchanged"></span>**Query (unchanged)**: the query itself (ours: an image that has not moved).
+# <span id="row-adv-attack"></span>**Adv. Attack**: targeted PGD {cite:p}`madry2018pgd`, fools the classifier without
 # looking like the target.
-# **CEM**: the Contrastive Explanation Method {cite:p}`dhurandhar2018cem`, the reference's
-# untargeted pertinent negative; **CEM (targeted)**: the same solver pushed towards the
-# table's target (ours); **CEM (paper budget)**: CEM at the paper's 1000 iterations × 10
+# <span id="row-cem"></span>**CEM**: the Contrastive Explanation Method {cite:p}`dhurandhar2018cem`, the reference's
+# untargeted pertinent negative; <span id="row-cem-targeted"></span>**CEM (targeted)**: the same solver pushed towards the
+# table's target (ours); <span id="row-cem-paper-budget"></span>**CEM (paper budget)**: CEM at the paper's 1000 iterations × 10
 # c-steps, on the first queries of each pair (ours).
-# **CVE**: Counterfactual Visual Explanations {cite:p}`goyal2019cve`, greedy feature-cell
-# swaps with grid regions pasted; **CVE (receptive field)**: each cell's receptive field
+# <span id="row-cve"></span>**CVE**: Counterfactual Visual Explanations {cite:p}`goyal2019cve`, greedy feature-cell
+# swaps with grid regions pasted; <span id="row-cve-receptive-field"></span>**CVE (receptive field)**: each cell's receptive field
 # pasted (ours).
-# **ExpGAN**: ExplainGAN {cite:p}`samangouei2018explaingan`, a masked image-to-image
+# <span id="row-expgan"></span>**ExpGAN**: ExplainGAN {cite:p}`samangouei2018explaingan`, a masked image-to-image
 # generator per class pair.
-# **C3LT**: cycle-consistent latent transformations of a DCGAN {cite:p}`radford2016dcgan`;
-# **C3LT (reconstruction)**: G(E(x)), C3LT without its mapping (ours);
-# **C3LT (inverted)**: the query's latent refined at test time (Adam on z, min
+# <span id="row-c3lt"></span>**C3LT**: cycle-consistent latent transformations of a DCGAN {cite:p}`radford2016dcgan`;
+# <span id="row-c3lt-reconstruction"></span>**C3LT (reconstruction)**: G(E(x)), C3LT without its mapping (ours);
+# <span id="row-c3lt-inverted"></span>**C3LT (inverted)**: the query's latent refined at test time (Adam on z, min
 # ‖G(z) − x‖₁) before the mapping (ours).
-# **Latent search**: REVISE {cite:p}`joshi2019revise` on C3LT's own generator and
+# <span id="row-latent-search"></span>**Latent search**: REVISE {cite:p}`joshi2019revise` on C3LT's own generator and
 # encoder, one local search per query in its latent space (ours).
 
 # %% [markdown]
@@ -151,7 +151,7 @@ else:
                           "these metrics"))
 display(Markdown(f"**Transfer and query dependence** (the mean over the pairs, "
                  f"{transfer_spread})."))
-report.page_table(transfer)
+report.page_table(transfer, links=transfer.index)
 
 # %% [markdown]
 # Does the output follow the query?  Ten different queries of the first pair (rows), and
@@ -384,11 +384,9 @@ if levers is not None and len(levers):
         report.tuning_table(levers, dataset, index=("candidate",)),
         note=("On the validation pair (`python -m cflib.bench.tuning c3lt_levers`), C3LT "
               "built as this chapter builds it, each row changing one lever of the paper's "
-              "config: the proximity weight α (1 to 1000 times the paper's), the mapping's "
-              "step capped at a fraction of the code's norm (ours: the public map is "
-              "uncapped), the cycle weight off or ten times larger.  Squares: Latent search "
-              "at each λ on the same generator.  The colour is the diversity: near 0, one "
-              "prototype for every query.")))
+              "config.  " + tuning.levers_run(levers) + "  Squares: Latent search at each λ "
+              "on the same generator.  The colour is the diversity: near 0, one prototype "
+              "for every query.")))
 
 # %%
 cem = run.results[run.results["method"].str.startswith("CEM")]

@@ -68,7 +68,7 @@ display(Markdown(
     "reconstructions (*FA recon*: a model that accepts everything wins VD and loses here), "
     "with their 95 % intervals; CRG and DirSim with their spread.  ↓ lower is better, "
     "↑ higher."))
-report.page_table(headline)
+report.page_table(headline, links=headline.index)
 
 # %% [markdown]
 # ## The full table
@@ -86,21 +86,21 @@ report.page_table(headline)
 # its ordering (*How to read this table*, below).
 
 # %%
-report.page_table(full)
+report.page_table(full, links=full.index)
 
 # %% [markdown]
 # **The rows.**
 #
 # | row | what it is |
 # |---|---|
-# | FP32 | the full-precision SmallCNN (our reference row; every VD, CRG, DirSim is measured against its recourse) |
-# | FP32 + retrain | our control: the FP32 model trained for the QAT rows' extra epochs with their optimiser and batches, no quantization |
-# | PTQ INT8 / PTQ INT4 | post-training quantization of every weight and activation to 8 / 4 bits, steps and clips calibrated on validation images |
-# | CF-PTQ | PTQ INT4 whose calibration set also holds the FP model's counterfactuals of the validation images |
-# | MixedPrec-QAT | quantization-aware training with a learned per-quantizer bit choice in {2, 3, 4, 8} under a bit budget |
-# | CFQ-QAT | the same, plus a loss that keeps the FP model's recourse points in the target class (the paper's method) |
-# | KD+Quant | a student distilled from the FP model, then MixedPrec-QAT |
-# | Prune+Quant | 30 % global magnitude pruning (the mask kept through training), then MixedPrec-QAT |
+# | <span id="row-fp32"></span>FP32 | the full-precision SmallCNN (our reference row; every VD, CRG, DirSim is measured against its recourse) |
+# | <span id="row-fp32-retrain"></span>FP32 + retrain | our control: the FP32 model trained for the QAT rows' extra epochs with their optimiser and batches, no quantization |
+# | <span id="row-ptq-int8"></span><span id="row-ptq-int4"></span>PTQ INT8 / PTQ INT4 | post-training quantization of every weight and activation to 8 / 4 bits, steps and clips calibrated on validation images |
+# | <span id="row-cf-ptq"></span>CF-PTQ | PTQ INT4 whose calibration set also holds the FP model's counterfactuals of the validation images |
+# | <span id="row-mixedprec-qat"></span>MixedPrec-QAT | quantization-aware training with a learned per-quantizer bit choice in {2, 3, 4, 8} under a bit budget |
+# | <span id="row-cfq-qat"></span>CFQ-QAT | the same, plus a loss that keeps the FP model's recourse points in the target class (the paper's method) |
+# | <span id="row-kd-quant"></span>KD+Quant | a student distilled from the FP model, then MixedPrec-QAT |
+# | <span id="row-prune-quant"></span>Prune+Quant | 30 % global magnitude pruning (the mask kept through training), then MixedPrec-QAT |
 
 # %% [markdown]
 # ## Accuracy hides what VD shows, and VD hides what false acceptance shows

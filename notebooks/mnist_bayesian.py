@@ -70,7 +70,7 @@ display(Markdown(f"**The paper's five methods** (mean ± sd over {repeats} of "
 for s in settings:
     display(Markdown(f"**{title[s]}**"))
     display(report.page_table(report.bayes_table(run.results, s, metrics=headline_metrics,
-                                                 methods=methods)))
+                                                 methods=methods), links=rows))
 
 # %% [markdown]
 # ## The full tables
@@ -92,19 +92,19 @@ full_metrics = [m for m in dict.fromkeys(run.results["metric"])
 for s in settings:
     display(Markdown(f"**{title[s]}**"))
     display(report.page_table(report.bayes_table(run.results, s, metrics=full_metrics,
-                                                 methods=rows)))
+                                                 methods=rows), links=rows))
 
 # %% [markdown]
-# **The rows.**  `Original Data`: for each query a real test image of its target class;
-# `Query (unchanged)`: the query itself (each metric's range lies between the two).
+# **The rows.**  <span id="row-original-data"></span>`Original Data`: for each query a real test image of its target class;
+# <span id="row-query-unchanged"></span>`Query (unchanged)`: the query itself (each metric's range lies between the two).
 #
 # | method | idea |
 # |---|---|
-# | Wachter {cite:p}`wachter2017counterfactual` | min L1 distance + λ · prediction loss, λ searched |
-# | BayesCF | Wachter's objective on the posterior-mean prediction |
-# | ROAR {cite:p}`upadhyay2021roar` | min-max: valid under last-layer weight shifts ≤ δ_max = 0.01 |
-# | Schut {cite:p}`schut2021uncertainty` | greedy saliency-guided pixel edits until posterior confidence 0.99 |
-# | PSCE {cite:p}`duell2026psce` | δ-safe mean target probability and ε-robust predictive variance as constraints, plus proximity and an autoencoder term |
+# | <span id="row-wachter"></span>Wachter {cite:p}`wachter2017counterfactual` | min L1 distance + λ · prediction loss, λ searched |
+# | <span id="row-bayescf"></span>BayesCF | Wachter's objective on the posterior-mean prediction |
+# | <span id="row-roar"></span>ROAR {cite:p}`upadhyay2021roar` | min-max: valid under last-layer weight shifts ≤ δ_max = 0.01 |
+# | <span id="row-schut"></span>Schut {cite:p}`schut2021uncertainty` | greedy saliency-guided pixel edits until posterior confidence 0.99 |
+# | <span id="row-psce"></span>PSCE {cite:p}`duell2026psce` | δ-safe mean target probability and ε-robust predictive variance as constraints, plus proximity and an autoencoder term |
 
 # %% [markdown]
 # ## Transfer and query dependence
@@ -121,7 +121,7 @@ transfer_metrics = ["Validity_fresh", *TRANSFER_METRICS]
 for s in settings:
     display(Markdown(f"**{title[s]}**"))
     display(report.page_table(report.bayes_table(run.results, s, metrics=transfer_metrics,
-                                                 methods=rows)))
+                                                 methods=rows), links=rows))
 
 # %% [markdown]
 # ## Counterfactuals

@@ -246,6 +246,13 @@ def test_book_builds(html):
     for name in ("PSCE", "BayesCF", "Wachter", "ROAR", "Schut", "Robustness_AUC",
                  "Validity_fresh", "Protocol notes"):
         assert name in bpage
+    # every row name that links to its definition finds it on its own page
+    for name in ("mnist_eval", "fashion_mnist_test", "mnist_bayesian", "fashion_mnist_quant"):
+        text = (html / "book" / "chapters" / f"{name}.html").read_text()
+        targets = set(re.findall(r'href="#(row-[a-z0-9-]+)"', text))
+        assert targets, f"{name}: no row name links to its definition"
+        missing = sorted(t for t in targets if f'id="{t}"' not in text)
+        assert not missing, f"{name}: row links without a definition on the page: {missing}"
 
 
 def test_refresh_prose_only_when_code_is_unchanged(results_dir, book_dir, tmp_path):

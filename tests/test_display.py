@@ -13,6 +13,7 @@ from cflib.book.report.display import (
     fmt,
     fold,
     page_table,
+    row_anchor,
     verdicts,
 )
 
@@ -51,6 +52,19 @@ def test_page_table_splits_a_wide_table_into_tables_that_fit():
     cols = {c: [fmt(0.123456)] * 3 for c in wide.columns}
     for chunk in _chunks(cols, ["", "a", "b", "c"], COLUMN_PX):
         assert 1 <= len(chunk) < len(wide.columns)
+
+
+def test_a_row_name_links_to_its_definition_only_when_asked():
+    body = str(page_table(_table(), links=pd.Index(["C3LT"])))
+    assert '<th><a class="cflib-row" href="#row-c3lt">C3LT</a></th>' in body
+    assert "<th>CEM</th>" in body                        # not in links: plain
+    assert "href" not in str(page_table(_table()))
+    # the text a terminal shows is the same with and without the links
+    assert repr(page_table(_table(), links=["C3LT"])) == repr(page_table(_table()))
+    assert row_anchor("CEM (paper budget)") == "row-cem-paper-budget"
+    assert row_anchor("KD+Quant") == "row-kd-quant"
+    with pytest.raises(ValueError, match="no letters or digits"):
+        row_anchor("++")
 
 
 def test_a_page_prints_the_same_text_in_every_run():

@@ -108,8 +108,19 @@ class Page:
         return "\n".join(line for line in lines if line)
 
 
+def row_anchor(label: str) -> str:
+    """The id of a row's one-line definition on a page (``row-`` and the label's words):
+    the target of that row's name in a :func:`page_table` with ``links``."""
+    import re
+
+    slug = re.sub(r"[^a-z0-9]+", "-", str(label).lower()).strip("-")
+    if not slug:
+        raise ValueError(f"row label {label!r} has no letters or digits to name its anchor")
+    return "row-" + slug
+
+
 def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
-               width: int = COLUMN_PX) -> Page:
+               width: int = COLUMN_PX, links=None) -> Page:
     """A report table (columns ``(metric, part)``) as a page table.
 
     Parts ``ours`` and ``paper`` become one cell: ours, and the paper's value beneath it
@@ -117,7 +128,9 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
     only); ``mean`` with ``± sd`` becomes ``mean ± sd``; ``ours`` with ``±`` becomes
     ``ours ± spread``; ``low``/``high`` become an interval beneath.  Other parts stay
     their own columns.  Flat columns are shown as they are.  A table wider than
-    ``width`` CSS pixels is split into several, each with the row labels.
+    ``width`` CSS pixels is split into several, each with the row labels.  A row whose
+    label is in ``links`` names a link to its definition on the page
+    (``#`` + :func:`row_anchor`; the page places that anchor).
     """
     arrows = _arrows()
     cols: dict[str, list[str]] = {}
@@ -176,17 +189,20 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
     labels = [" / ".join(map(str, r)) if isinstance(r, tuple) else str(r) for r in rows]
     wide = _chunks(cols, [name, *labels], width)
     narrow = _chunks(cols, [name, *labels], min(width, NARROW_PX), narrow=True)
-    desktop = _tables(cols, name, labels, wide, caption)
+    linked = set() if links is None else set(map(str, links))
+    heads = [f'<a class="cflib-row" href="#{row_anchor(lb)}">{html.escape(lb)}</a>'
+             if lb in linked else html.escape(lb) for lb in labels]
+    desktop = _tables(cols, name, labels, wide, caption, heads)
     if narrow == wide:
         return Page(desktop)
     # a phone gets the same cells in narrower tables; the page shows one or the other
-    phone = _tables(cols, name, labels, narrow, caption)
+    phone = _tables(cols, name, labels, narrow, caption, heads)
     return Page(f'<div class="cflib-wide">{desktop}</div>'
                 f'<div class="cflib-narrow">{phone}</div>', plain=desktop)
 
 
 def _tables(cols: dict[str, list[str]], name: str, labels: list[str], chunks,
-            caption: str | None) -> str:
+            caption: str | None, heads: list[str]) -> str:
     out = []
     for k, chunk in enumerate(chunks):
         head = "".join(f"<th>{html.escape(h)}</th>" for h in chunk)
@@ -196,7 +212,7 @@ def _tables(cols: dict[str, list[str]], name: str, labels: list[str], chunks,
                 f'<td class="text">{cols[h][i]}</td>'
                 if cols[h][i].startswith('<span class="text">') else f"<td>{cols[h][i]}</td>"
                 for h in chunk)
-            body.append(f"<tr><th>{html.escape(label)}</th>{cells}</tr>")
+            body.append(f"<tr><th>{heads[i]}</th>{cells}</tr>")
         cap = f"<caption>{html.escape(caption)}</caption>" if caption and k == 0 else ""
         out.append(f'<div class="cflib-scroll"><table class="cflib-table">{cap}<thead><tr>'
                    f"<th>{html.escape(name)}</th>{head}</tr></thead><tbody>{''.join(body)}"
