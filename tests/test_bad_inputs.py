@@ -972,3 +972,13 @@ def test_a_config_without_the_future_import_is_checked_too(field, value, says):
     with pytest.raises(ValueError, match=re.escape(says)):
         PlainConfig(**{field: value})
     assert PlainConfig(steps=3, lr=0.5, margin=None).steps == 3
+
+
+@pytest.mark.parametrize("pair", ["a->b", "4->", "4->9->1", "4.5->9", ("x", 9), (4.5, 9),
+                                  (True, 9), 49, None])
+def test_an_unreadable_pair_is_one_clear_error(pair):
+    from cflib.bench.data import parse_pair
+
+    with pytest.raises(ValueError, match="cannot read pair .*two class numbers"):
+        parse_pair(pair)
+    assert parse_pair("4 -> 9") == (4, 9) and parse_pair((4.0, 9)) == (4, 9)

@@ -290,3 +290,15 @@ def test_the_stored_config_names_threads_and_device(tmp_cache):
     stored = torch.load(cache_path("toy", CFG), weights_only=True)["config"]["trained_on"]
     assert stored["threads"] == torch.get_num_threads() and stored["device_type"] == "cpu"
     assert "threads" not in CFG
+
+
+def test_a_folder_where_the_lock_file_goes_is_one_clear_error_before_training(tmp_cache):
+    import pytest
+
+    path = cache_path("toy", CFG)
+    (path.parent / (path.name + ".lock")).mkdir(parents=True)
+    tr = Trainer()
+    with pytest.raises(RuntimeError, match=r"lock file .*\.lock of cache entry .* cannot be "
+                                           r"taken \(IsADirectoryError"):
+        cached("toy", CFG, make, tr)
+    assert tr.calls == 0

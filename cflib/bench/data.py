@@ -83,11 +83,18 @@ def parse_pair(pair) -> tuple[int, int]:
     """Accept ``(4, 9)``, ``[4, 9]`` or ``"4->9"``."""
     if isinstance(pair, str):
         parts = pair.replace(" ", "").split("->")
-        if len(parts) != 2:
-            raise ValueError(f"cannot read pair {pair!r}; write it like '4->9'")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"cannot read pair {pair!r}: two class numbers, written like "
+                             "'4->9'")
         return int(parts[0]), int(parts[1])
-    q, t = pair
-    return int(q), int(t)
+    try:
+        q, t = pair
+        if any(isinstance(c, bool) or float(c) != int(c) for c in (q, t)):
+            raise ValueError
+        return int(q), int(t)
+    except (TypeError, ValueError):
+        raise ValueError(f"cannot read pair {pair!r}: two class numbers, written like "
+                         "'4->9' or (4, 9)") from None
 
 
 def pair_label(pair) -> str:
