@@ -356,8 +356,12 @@ def render(template: str, readings: Readings, **context) -> str:
     from cflib.quantization.recipes import QATConfig
 
     vp = VALIDATION_PAIRS.get(readings.dataset)
-    from cflib.bench.tuning import (C3LT_BUDGET_MIN_VALIDITY, C3LT_BUDGET_SLACK, C3LT_LEVERS,
-                                    budget_of)
+    from cflib.bench.tuning import (
+        C3LT_BUDGET_MIN_VALIDITY,
+        C3LT_BUDGET_SLACK,
+        C3LT_LEVERS,
+        budget_of,
+    )
 
     context = {"all_levers": list(C3LT_LEVERS),
                "latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
