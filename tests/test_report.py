@@ -676,3 +676,16 @@ def test_no_figure_text_is_smaller_than_the_minimum():
     fig = figures.plot_cf_grid({("4->9", "M"): CF()}, "4->9", ["M"], n=3, title="4 → 9")
     sizes = [t.get_fontsize() for t in fig.findobj(matplotlib.text.Text) if t.get_text()]
     assert sizes and min(sizes) >= MIN_FONT_PT, min(sizes)
+
+
+def test_the_readme_stays_short_and_says_what_a_user_needs():
+    """The README is read on a repository's front page: at most 8,000 bytes, and it still
+    names the two commands, saving and loading, the bench and the re-run check."""
+    from cflib.bench.data import PROJECT_ROOT
+
+    text = (PROJECT_ROOT / "README.md").read_text()
+    assert len(text.encode()) <= 8000, f"README.md is {len(text.encode())} bytes"
+    for needed in ("make book", "make test", ".save(", "Explainer.load(", "cflib bench",
+                   "cflib verify --rerun", "CFLIB_DATA", "CFLIB_SHIPPED=off"):
+        assert needed in text, needed
+    assert not re.search(r"\b[A-Z]+_SENTENCE\b", text), "a placeholder left in the README"
