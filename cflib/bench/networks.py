@@ -57,17 +57,17 @@ def measuring_networks(profile="standard", seed: int = 0, device="cpu") -> list[
     return out
 
 
-def ship(root=NETWORKS_DIR, profile="standard", seed: int = 0,
+def ship(root=None, profile="standard", seed: int = 0,
          trained_at: str | None = None, threads: int = 1) -> tuple[Path, list[dict]]:
     """Write the measuring networks (:func:`measuring_networks`) to ``root``: each as
     safetensors with its manifest entry.  A network already shipped keeps its file and
     entry; one from the cache carries its recorded provenance, or, for a cache entry
     written before provenance was recorded, ``trained_at``: the commit that trained it,
     accepted only when its training code equals today's.  Returns the manifest's path and
-    the entries written."""
+    the entries written (``root``: the project's ``networks/`` when None)."""
     import torch
 
-    root = Path(root)
+    root = Path(root or NETWORKS_DIR)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)      # the book's networks are trained at one thread
     try:
@@ -115,10 +115,11 @@ def _from_shipped(root: Path, entry: dict) -> dict:
             "provenance": entry["provenance"]}
 
 
-def check(root=NETWORKS_DIR) -> list[str]:
-    """The problems of a shipped folder: a listed file missing or failing its sha256, a
-    file not listed (empty: every file is its manifest's)."""
-    root = Path(root)
+def check(root=None) -> list[str]:
+    """The problems of a shipped folder (the project's ``networks/`` when None): a listed
+    file missing or failing its sha256, a file not listed (empty: every file is its
+    manifest's)."""
+    root = Path(root or NETWORKS_DIR)
     entries = shipped.manifest(root)
     problems = []
     for e in entries.values():
@@ -134,9 +135,10 @@ def check(root=NETWORKS_DIR) -> list[str]:
     return problems
 
 
-def listing(root=NETWORKS_DIR) -> list[str]:
-    """One line per shipped network: file, size, test accuracy or error, provenance."""
-    root = Path(root)
+def listing(root=None) -> list[str]:
+    """One line per shipped network (the project's ``networks/`` when None): file, size,
+    test accuracy or error, provenance."""
+    root = Path(root or NETWORKS_DIR)
     lines = []
     total = 0
     for name, e in shipped.manifest(root).items():
