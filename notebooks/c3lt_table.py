@@ -149,9 +149,9 @@ else:
     transfer_spread = (f"training seed {seeds.train} alone"
                        + ("" if merged is None else ": the sweep's other seeds predate "
                           "these metrics"))
-display(Markdown(f"**Transfer and query dependence** (the mean over the pairs, "
-                 f"{transfer_spread})."))
-report.page_table(transfer, links=transfer.index)
+report.fold(f"Every row: each judge, all three, the diversity and the query dependence (the "
+            f"mean over the pairs, {transfer_spread})",
+            report.page_table(transfer, links=transfer.index))
 
 # %% [markdown]
 # Does the output follow the query?  Ten different queries of the first pair (rows), and
@@ -164,7 +164,8 @@ shown = [m for m in ("Original Data", "Adv. Attack", "CEM", "CVE", "ExpGAN", "C3
                      "C3LT (inverted)", "Latent search") if m in run.methods]
 fig = report.plot_query_dependence(run.counterfactuals, run.pairs[0], shown,
                                    title=report.pair_title(dataset, run.pairs[0]))
-display(fig)
+display(report.fold("Ten queries of " + report.pair_title(dataset, run.pairs[0])
+                    + " and each method's counterfactual of each", fig))
 plt.close(fig)
 
 # %%

@@ -118,10 +118,11 @@ for s in settings:
 
 # %%
 transfer_metrics = ["Validity_fresh", *TRANSFER_METRICS]
-for s in settings:
-    display(Markdown(f"**{title[s]}**"))
-    display(report.page_table(report.bayes_table(run.results, s, metrics=transfer_metrics,
-                                                 methods=rows), links=rows))
+report.fold("Every row: fresh validity, each judge, all three, the diversity and the query "
+            "dependence",
+            *[report.page_table(report.bayes_table(run.results, s, metrics=transfer_metrics,
+                                                   methods=rows), links=rows, caption=title[s])
+              for s in settings])
 
 # %% [markdown]
 # ## Counterfactuals

@@ -134,6 +134,16 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
     """
     arrows = _arrows()
     cols: dict[str, list[str]] = {}
+    # a metric undefined in every row (e.g. query dependence on too few images) is left
+    # out rather than shown as a column of dashes
+    empty = [c for c in table.columns if pd.to_numeric(table[c], errors="coerce").isna().all()
+             and table[c].isna().all()]
+    if isinstance(table.columns, pd.MultiIndex):
+        gone = {c[0] for c in table.columns
+                if table[c[0]].apply(pd.to_numeric, errors="coerce").isna().all().all()}
+        table = table[[c for c in table.columns if c[0] not in gone]]
+    elif empty:
+        table = table.drop(columns=empty)
     rows = list(table.index)
     if isinstance(table.columns, pd.MultiIndex):
         metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
