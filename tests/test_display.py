@@ -67,6 +67,17 @@ def test_a_row_name_links_to_its_definition_only_when_asked():
         row_anchor("++")
 
 
+def test_a_metric_undefined_in_every_row_is_left_out():
+    t = _table()
+    t[("Query_dependence", "ours")] = np.nan
+    body = str(page_table(t))
+    assert "Query_dependence" not in body and "IM1" in body and "Validity" in body
+    flat = pd.DataFrame({"a": [1.0, 2.0], "b": [np.nan, np.nan]}, index=["x", "y"])
+    assert ">b<" not in str(page_table(flat)) and ">a<" in str(page_table(flat))
+    with pytest.raises(TypeError, match="takes a DataFrame"):
+        page_table([[1, 2]])
+
+
 def test_a_page_prints_the_same_text_in_every_run():
     a, b = page_table(_table()), page_table(_table())
     assert repr(a) == repr(b) and " at 0x" not in repr(a)

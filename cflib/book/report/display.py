@@ -132,18 +132,15 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
     label is in ``links`` names a link to its definition on the page
     (``#`` + :func:`row_anchor`; the page places that anchor).
     """
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError(f"page_table takes a DataFrame, got {type(table).__name__}")
     arrows = _arrows()
     cols: dict[str, list[str]] = {}
     # a metric undefined in every row (e.g. query dependence on too few images) is left
     # out rather than shown as a column of dashes
-    empty = [c for c in table.columns if pd.to_numeric(table[c], errors="coerce").isna().all()
-             and table[c].isna().all()]
-    if isinstance(table.columns, pd.MultiIndex):
-        gone = {c[0] for c in table.columns
-                if table[c[0]].apply(pd.to_numeric, errors="coerce").isna().all().all()}
-        table = table[[c for c in table.columns if c[0] not in gone]]
-    elif empty:
-        table = table.drop(columns=empty)
+    level = table.columns.get_level_values(0)
+    undefined = {m for m in level if table.loc[:, level == m].isna().all().all()}
+    table = table.loc[:, [m not in undefined for m in level]]
     rows = list(table.index)
     if isinstance(table.columns, pd.MultiIndex):
         metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
@@ -193,8 +190,6 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
             cells = [html.escape(fmt(v, digits, whole)) for v in vals]
             cols[_header(fmt(c) if not isinstance(c, str) else c, arrows)] = (
                 [f'<span class="text">{v}</span>' for v in cells] if text else cells)
-    if not isinstance(table, pd.DataFrame):
-        raise TypeError(f"page_table takes a DataFrame, got {type(table).__name__}")
     name = table.index.name or ""
     labels = [" / ".join(map(str, r)) if isinstance(r, tuple) else str(r) for r in rows]
     wide = _chunks(cols, [name, *labels], width)
