@@ -18,7 +18,8 @@
 # would, and runs it through exactly the protocol of a table of the book with
 # `cflib.bench.compare`: the table's queries and data seed, its trained networks (from
 # the weight cache, at the run's profile), its metrics and its reference rows, then
-# puts its row beside the book's rows and the papers' values, ranked per metric.  The
+# puts its row beside the book's rows and the papers' values, ranked per metric where
+# the rows' 95 % intervals separate.  The
 # same from a terminal, for a class (or a function `fn(model, x, target) -> x_cf`) in a
 # module of your own:
 #
@@ -33,9 +34,11 @@
 # never replaces a committed file; a second run to a folder holding a run's files needs
 # `--force`).  The tables are `c3lt-mnist`, `c3lt-fmnist` (the C3LT table on each
 # dataset, its pairs) and `bayes-mc_dropout`, `bayes-bnn` (the Bayesian chapter's two
-# classifiers).  The book's rows stand beside yours only where they were made with the
-# same profile and seeds and their reference rows equal your run's (the same networks
-# and queries); otherwise the page shows your run's own reference rows and says why.
+# classifiers).  The book's committed rows stand beside yours only where they were made
+# with the same profile and seeds and their reference rows equal your run's (the same
+# networks and queries); at another profile the book's methods run beside yours at that
+# profile, labelled as that run's rows (`--no-book-methods`: only the reference rows),
+# and the page says which.
 #
 # **The method defined here** is a baseline the tables do not have: the *nearest unlike
 # neighbour* {cite:p}`keane2020good`, for each query the closest training image of the
@@ -146,10 +149,19 @@ display(Markdown(tc.note))
 report.page_table(report.bench_table(tc))
 
 # %% [markdown]
-# ## Ranks
+# ## How sure each value is, and ranks
 #
-# Each row's rank on each metric of the table (1 = best, in the metric's direction;
-# ties share the best rank; time is not ranked), and its mean rank.
+# Each value of this run's rows rests on the queries of each pair: its 95 % interval
+# resamples them (the bootstrap of `cflib.bench.intervals`); the book's committed rows
+# kept four counterfactuals per pair, not every query's, so they carry no interval and
+# are compared by their value.  A row ranks above another only where their intervals
+# separate; where several ranks are possible the table gives the range (1 = best, in the
+# metric's direction; time and the set-level FID, KID, diversity and query dependence are
+# not ranked).
+
+# %%
+display(Markdown(f"Sample size: {tc.sample_size()}."))
+report.page_table(report.bench_intervals(tc))
 
 # %%
 report.page_table(report.bench_ranks(tc))

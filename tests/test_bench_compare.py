@@ -36,6 +36,7 @@ from cflib.bench.tables.c3lt import C3LT_METRICS
 from cflib.book.cli import main
 from cflib.book.report import bench_page, fmt
 from cflib.explainers import Explainer
+from cflib.metrics.spec import get_spec
 from tests.fixtures import toy
 
 pytestmark = pytest.mark.data
@@ -87,11 +88,20 @@ def table_row(page: str, method: str) -> str:
 #: took 313 s and 461 s in two runs on this project's 2-core machine (other jobs running),
 #: so they are slow
 @pytest.mark.slow
-def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched):
-    out = tmp_path / "toy"
+def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched, monkeypatch):
+    """From a folder outside the clone, at smoke: the files land under that folder, the
+    book's methods computed at smoke stand beside the toy's row (the committed rows are
+    at standard), every value of this run has its interval over queries, and no rank is
+    claimed between rows whose intervals overlap."""
+    from cflib.bench.compare import book_methods
+    from cflib.bench.intervals import per_query  # noqa: F401  (the page's intervals)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(PROJECT_ROOT))        # tests.fixtures from anywhere
+    out = tmp_path / "cflib-bench" / "Toy-smoke"
     threads = torch.get_num_threads()
     main(["bench", "--method", "tests.fixtures.toy:Toy", "--tables", "c3lt-mnist",
-          "--profile", "smoke", "--pairs", "4->9", "--out", str(out)])
+          "--profile", "smoke", "--pairs", "4->9"])
     printed = capsys.readouterr().out
     csv, page = out / "comparison_c3lt-mnist.csv", out / "comparison.html"
     assert f"results (c3lt-mnist): {csv}" in printed and f"page: {page}" in printed
@@ -100,7 +110,10 @@ def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched):
 
     df = read_results(csv)                               # the results schema
     assert list(df.columns) == COLUMNS
-    assert set(df["method"]) == {"Classifier", "Toy", "Original Data", "Query (unchanged)"}
+    book = book_methods(TABLES["c3lt-mnist"])
+    assert {"C3LT", "CEM", "ExpGAN", "Adv. Attack"} <= set(book)
+    assert set(df["method"]) == {"Classifier", "Toy", "Original Data", "Query (unchanged)",
+                                 *book}
     assert set(df["profile"]) == {"smoke"} and set(df["pair"]) == {"4->9", ""}
     toy_rows = df[(df["method"] == "Toy") & (df["pair"] == "4->9")].set_index("metric")["value"]
     assert {s.name for s in C3LT_METRICS} <= set(toy_rows.index)
@@ -117,8 +130,15 @@ def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched):
     assert fmt(toy_rows["IM1"]) in table_row(body, "Toy")
     assert table_row(body, "Original Data") and table_row(body, "Query (unchanged)")
     assert "paper 0.470" in table_row(body, "Original Data")      # the paper's value
-    # the committed rows are at the standard profile: not beside a smoke run, and said so
+    # the committed rows are at the standard profile: not beside a smoke run, and said so;
+    # the book's methods ran here at smoke instead, labelled as this run's
     assert "results/mnist_eval.csv) are at profile standard; this run is at smoke" in text
+    assert "were run here at profile smoke beside it" in text
+    assert "rows computed in this run at profile smoke: Adv. Attack" in text
+    assert table_row(body, "C3LT") and table_row(body, "ExpGAN")
+    assert "paper 0.700" in table_row(body, "C3LT")          # IM1: the paper's beneath ours
+    assert "rests on 12 queries per pair on 1 pair (12 in all)" in text
+    assert "fewer than 100: both are biased upward" in text     # FID/KID on 12 images
     assert "Ranks" in text and "mean rank" in text
     assert body.count("data:image/png;base64,") == 1                # the grid, embedded
     assert "<link" not in body and "src=\"http" not in body        # self-contained
@@ -126,9 +146,40 @@ def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched):
     back = Comparison.load(out)                          # what the page was made from
     pd.testing.assert_frame_equal(back.results, df)
     assert back.method == "Toy" and back.config == {"batch_size": 256, "step": 0.5}
-    ranks = back.tables["c3lt-mnist"].ranks()
-    assert ranks.loc["Query (unchanged)", "Proximity"] == 1
-    assert ranks.loc["Original Data", "Proximity"] == 3 and ranks.loc["Toy", "Proximity"] == 2
+    tc = back.tables["c3lt-mnist"]
+    assert tc.computed == book
+    # every value of every row has an interval over the 12 queries, and it holds the value
+    iv = tc.intervals.set_index(["method", "metric"])
+    per_pair = df[(df["pair"] == "4->9") & (df["variant"] == "")].set_index(
+        ["method", "metric"])["value"]
+    for (m, metric), r in iv.iterrows():
+        assert r["value"] == pytest.approx(per_pair[(m, metric)], rel=1e-5, abs=1e-7), (m, metric)
+        assert r["lo"] - 1e-9 <= r["value"] <= r["hi"] + 1e-9 and r["n"] <= 12
+    for m in ("Toy", "C3LT", "Original Data"):
+        assert {"IM1", "Proximity", "Validity", "AUPC_target"} <= set(iv.loc[m].index)
+    # no rank between rows whose intervals overlap; a lower rank only past a separation
+    ranks, worst, ties = tc.ranks(), tc.worst_ranks(), tc.ties()
+    assert "FID" not in ranks.columns and "Proximity" in ranks.columns
+    overlapping = 0
+    for metric in ranks.columns:
+        for a in ranks.index:
+            lo_a, hi_a = iv.loc[(a, metric), ["lo", "hi"]]
+            for b in ranks.index.drop(a):
+                lo_b, hi_b = iv.loc[(b, metric), ["lo", "hi"]]
+                if lo_a <= hi_b and lo_b <= hi_a:                # the intervals overlap:
+                    overlapping += 1                             # no order between them
+                    assert b in ties.loc[a, metric]
+                    assert ranks.loc[a, metric] <= worst.loc[b, metric]
+                    assert ranks.loc[b, metric] <= worst.loc[a, metric]
+                else:                                            # separated: ordered
+                    assert b not in ties.loc[a, metric]
+                    key = get_spec(metric).key                   # smaller is better
+                    ka, kb = sorted((key(lo_a), key(hi_a))), sorted((key(lo_b), key(hi_b)))
+                    first, second = (a, b) if ka[1] < kb[0] else (b, a)
+                    assert ranks.loc[first, metric] < ranks.loc[second, metric]
+    assert overlapping > 0                                       # 12 queries: many ties
+    assert ranks.loc["Query (unchanged)", "Proximity"] == 1    # 0 on every query
+    assert ranks.loc["Toy", "Proximity"] < ranks.loc["Original Data", "Proximity"]
 
 
 # -- a plain function through the Python call --------------------------------------------
@@ -136,7 +187,7 @@ def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched):
 def fn_run(bench_cache, tmp_path_factory):
     out = tmp_path_factory.mktemp("fn")
     return compare(toy.fgsm_step, tables=["c3lt-mnist"], profile="smoke", pairs=["4->9"],
-                   out=out, page=bench_page)
+                   out=out, page=bench_page, book_methods=False)
 
 
 @pytest.mark.slow
@@ -151,6 +202,7 @@ def test_a_plain_function_through_compare(fn_run, untouched):
     assert table_row(body, "fgsm_step") and table_row(body, "Original Data")
     tc = cmp.tables["c3lt-mnist"]
     assert tc.book is None and "at profile standard" in tc.note
+    assert "only this run's own reference rows" in tc.note and tc.computed == []
     assert tc.methods == ["Original Data", "Query (unchanged)", "fgsm_step"]
 
 
@@ -161,14 +213,21 @@ def test_a_function_through_a_bayesian_table(bench_cache, tmp_path, capsys, unto
     rows."""
     out = tmp_path / "bayes"
     main(["bench", "--method", "tests.fixtures.toy:fgsm_step", "--tables", "bayes-mc_dropout",
-          "--profile", "smoke", "--out", str(out)])
+          "--profile", "smoke", "--out", str(out), "--no-book-methods"])
     assert f"page: {out / 'comparison.html'}" in capsys.readouterr().out
     df = read_results(out / "comparison_bayes-mc_dropout.csv")
     assert list(df.columns) == [*COLUMNS, "repeat"]
     assert set(df["method"]) == {"Classifier", "fgsm_step", "Original Data",
                                  "Query (unchanged)"} and set(df["model"]) == {"mc_dropout"}
     tc = Comparison.load(out).tables["bayes-mc_dropout"]
-    assert "Implausibility" in tc.ranks().columns and "at profile standard" in tc.note
+    assert "at profile standard" in tc.note
+    # the Bayesian table's interval is over its repeats: one at smoke, so none, and no rank
+    assert set(tc.intervals["basis"]) == {"repeats"} and tc.intervals["lo"].isna().all()
+    assert tc.ranks().empty
+    from cflib.book.report import bench_reading
+
+    assert "1 repeat, each a fresh draw of queries (one repeat has no interval, so no rank " \
+           "is claimed)" in bench_reading(tc)
     assert set(tc.checks()["verdict"]) <= {"holds", "fails", "not tested"}
     assert len(tc.checks())                               # Original Data vs the query
     body = (out / "comparison.html").read_text()
@@ -205,8 +264,22 @@ def made_up_run(values=MADE_UP, profile="smoke", pair="4->9"):
     return TableRun(df, cfs)
 
 
-def made_up_comparison(run, book=None, note="", gap=None):
-    tc = TableComparison(TABLES["c3lt-mnist"], "Mine", run, ["4->9"], book, note, gap)
+def made_up_intervals(values=MADE_UP, spread=0.01, pair="4->9"):
+    """Each row's interval over four made-up queries whose values lie ``spread`` around the
+    row's value (:func:`cflib.bench.intervals.bootstrap`)."""
+    from cflib.bench.intervals import bootstrap
+
+    rows = [{"pair": pair, "method": m, "metric": metric, "query": i, "value": v + d}
+            for m, vals in values.items()
+            for metric, v in zip(("IM1", "Proximity", "Validity"), vals)
+            for i, d in enumerate((-spread, -spread / 3, spread / 3, spread))]
+    return bootstrap(pd.DataFrame(rows))
+
+
+def made_up_comparison(run, book=None, note="", gap=None, intervals=None):
+    iv = made_up_intervals() if intervals is None else intervals
+    tc = TableComparison(TABLES["c3lt-mnist"], "Mine", run, ["4->9"], book, note, gap,
+                         intervals=iv)
     cmp = Comparison("Mine", "class tests.Mine", {"batch_size": 256}, "smoke", Seeds(), "cpu",
                      None, {"c3lt-mnist": tc})
     return tc, cmp
@@ -223,7 +296,8 @@ def test_ranks_reading_and_page_of_a_made_up_run(tmp_path):
     from cflib.book.report import bench_reading
 
     text = bench_reading(tc)
-    assert "Mine ranks first on no metric" in text and "mean rank over the 3" in text
+    assert "Mine is first on no metric" in text and "mean rank over the 3" in text
+    assert "4 queries per pair on 1 pair (4 in all)" in text
     assert "60 % of its counterfactuals" in text and "real target images: 90 %" in text
     page = bench_page(cmp)
     assert table_row(page, "Mine") and "a note" in page
@@ -233,8 +307,39 @@ def test_ranks_reading_and_page_of_a_made_up_run(tmp_path):
     back = Comparison.load(tmp_path, "mine", book_results=tmp_path)
     pd.testing.assert_frame_equal(back.results, cmp.results)
     assert back.tables["c3lt-mnist"].ranks().equals(ranks)
+    pd.testing.assert_frame_equal(back.tables["c3lt-mnist"].intervals, tc.intervals)
     assert ("no mnist_eval.csv (the mnist_eval chapter's results) was found, which cflib "
             "chapter mnist_eval --profile smoke writes" in back.tables["c3lt-mnist"].note)
+
+
+def test_rows_whose_intervals_overlap_are_not_ordered():
+    """Mine's IM1 (0.42) lies within Original Data's interval (0.4, queries spread by
+    0.05): the two share first place, with overlapping rank ranges, and the reading says
+    so instead of calling either better; with tight intervals Original Data is first on
+    its own.  Without any interval nothing is ranked."""
+    from cflib.book.report import bench_reading
+    from cflib.book.report.comparison import bench_ranks
+
+    close = {**MADE_UP, "Mine": (0.42, 0.2, 0.6)}
+    tc, _ = made_up_comparison(made_up_run(close), intervals=made_up_intervals(close, 0.05))
+    ranks, worst, ties = tc.ranks(), tc.worst_ranks(), tc.ties()
+    assert ranks.loc["Mine", "IM1"] == ranks.loc["Original Data", "IM1"] == 1
+    assert worst.loc["Mine", "IM1"] == worst.loc["Original Data", "IM1"] == 2
+    assert ties.loc["Mine", "IM1"] == ["Original Data"]
+    assert ranks.loc["Query (unchanged)", "IM1"] == 3                 # separated from both
+    assert bench_ranks(tc).loc["Mine", "IM1"] == "1–2"
+    text = bench_reading(tc)
+    assert "shares first place, its interval overlapping another's, on IM1 (with " \
+           "Original Data)" in text and "is first on its own" not in text
+
+    tc, _ = made_up_comparison(made_up_run(close), intervals=made_up_intervals(close, 0.001))
+    assert tc.ranks().loc["Original Data", "IM1"] == 1 and tc.ranks().loc["Mine", "IM1"] == 2
+    assert bench_ranks(tc).loc["Mine", "IM1"] == "2"
+
+    empty = pd.DataFrame(columns=["method", "metric", "value", "lo", "hi", "n", "pairs",
+                                  "basis"])
+    tc, _ = made_up_comparison(made_up_run(close), intervals=empty)
+    assert tc.ranks().empty and "No metric is ranked" in bench_reading(tc)
 
 
 def test_the_book_rows_stand_beside_a_run_whose_reference_rows_are_theirs(tmp_path):

@@ -47,8 +47,16 @@ The book's rows beside yours: the table's committed results file
 was made with the run's profile and seeds (and the profile's query count and the pairs
 asked for), and its reference rows equal this run's on every metric but time (the same
 networks and queries: the weight cache keys networks by the CPU thread count, so a run
-at another ``CFLIB_THREADS`` trains other networks); else only this run's own reference
-rows stand beside the method and :attr:`TableComparison.note` says why.
+at another ``CFLIB_THREADS`` trains other networks); else :attr:`TableComparison.note`
+says why, and the book's methods run here at the run's profile (``book_methods=True``,
+the default: a ``smoke`` page shows C3LT, CEM, ExpGAN and the rest at ``smoke`` sizes,
+labelled as this run's rows, never mixed with the committed ones), or only this run's
+own reference rows stand beside the method (``book_methods=False``).
+
+How sure each value is: every value of this run's rows carries a 95 % interval
+(:mod:`cflib.bench.intervals`: over the queries of each pair for the C3LT tables, over
+the repeats for the Bayesian ones), and :meth:`TableComparison.ranks` orders two rows
+only where their intervals separate.
 
 The page itself is presentation, which lives in the book's layer (``cflib.book``, above
 this one): ``page=`` takes the renderer, :func:`cflib.book.report.bench_page` (the
@@ -418,53 +426,69 @@ def measured_with(networks: list[dict]) -> str:
             + (f", and {len(shipped)} shipped ones." if shipped else "."))
 
 
-def book_rows(table: BenchTable, own: pd.DataFrame, profile: Profile, seeds: Seeds,
-              n_images: int | None, pairs: list[str], folder=None,
-              networks: list[dict] | None = None):
-    """The book's committed rows of ``table`` that can stand beside this run's, with a
-    sentence saying where they come from or why none do: ``(rows or None, note, gap)``.
-
-    They are read from ``folder/<book_name>.csv`` (default: the committed ``results/``)
-    only when made at this run's profile and seeds, with the profile's query count and
-    every pair asked for, and when their reference rows equal this run's (relative
-    difference at most :data:`REFERENCE_RTOL`, every metric but time)."""
+def committed_rows(table: BenchTable, profile: Profile, seeds: Seeds,
+                   n_images: int | None, pairs: list[str], folder=None):
+    """The book's committed rows of ``table`` that may stand beside a run at ``profile``,
+    ``seeds`` and ``n_images`` on ``pairs``, before the run (everything but the equality of
+    the reference rows): ``(rows or None, where they come from, why not)``."""
     folder = Path(folder) if folder is not None else RESULTS_DIR
     path = folder / f"{table.book_name}.csv"
     # the file as a reader knows it: the committed one by its path, another by its name
     # (a chapter's run reads a copy in a scratch folder)
     shown = (_rel(path) if folder.resolve() == RESULTS_DIR.resolve()
              else f"{path.name} (the {table.book_name} chapter's results)")
-    mine = "only this run's own reference rows (Original Data, Query (unchanged)) stand " \
-           "beside it"
     if not path.exists():
-        return None, (f"The book's rows of this table are not shown: no {shown} was found, "
-                      f"which cflib chapter {table.book_name} --profile {profile.name} "
-                      f"writes; {mine}."), None
+        return None, shown, (f"The book's rows of this table are not shown: no {shown} was "
+                             f"found, which cflib chapter {table.book_name} --profile "
+                             f"{profile.name} writes")
     df = read_results(path)
     df = df[(df["dataset"] == table.dataset) & (df["model"] == table.model)]
     df = df[df["method"] != CLASSIFIER]
     if df.empty:
-        return None, (f"The book's rows are not shown: {shown} has no row of this table; "
-                      f"{mine}."), None
+        return None, shown, f"The book's rows are not shown: {shown} has no row of this table"
     profiles = sorted(set(df["profile"]))
     if profiles != [profile.name]:
-        return None, (f"The book's rows ({shown}) are at profile "
-                      f"{', '.join(profiles)}; this run is at {profile.name}, whose "
-                      f"networks and sizes differ, so {mine}."), None
+        return None, shown, (f"The book's rows ({shown}) are at profile "
+                             f"{', '.join(profiles)}; this run is at {profile.name}, whose "
+                             "networks and sizes differ")
     theirs = sorted({(int(a), int(b)) for a, b in zip(df["train_seed"], df["data_seed"])})
     if theirs != [(seeds.train, seeds.data)]:
-        return None, (f"The book's rows ({shown}) are of training / data seeds "
-                      f"{theirs}; this run's are ({seeds.train}, {seeds.data}), so {mine}."), None
+        return None, shown, (f"The book's rows ({shown}) are of training / data seeds "
+                             f"{theirs}; this run's are ({seeds.train}, {seeds.data})")
     default = profile.c3lt.n_images if table.kind == "c3lt" else profile.bayes.n_images
     if n_images is not None and n_images != default:
-        return None, (f"The book's rows ({shown}) use the profile's {default} queries; "
-                      f"this run uses {n_images}, so {mine}."), None
+        return None, shown, (f"The book's rows ({shown}) use the profile's {default} queries; "
+                             f"this run uses {n_images}")
     missing = [p for p in pairs if p not in set(df["pair"])]
     if missing:
-        return None, (f"The book's rows ({shown}) have no pair {', '.join(missing)}, so "
-                      f"{mine}."), None
+        return None, shown, f"The book's rows ({shown}) have no pair {', '.join(missing)}"
     if pairs:
         df = df[df["pair"].isin(pairs) & (df["aggregate"] == "")]
+    return df, shown, ""
+
+
+def book_rows(table: BenchTable, own: pd.DataFrame, profile: Profile, seeds: Seeds,
+              n_images: int | None, pairs: list[str], folder=None,
+              networks: list[dict] | None = None, computed=()):
+    """The book's committed rows of ``table`` that can stand beside this run's, with a
+    sentence saying where they come from or why none do: ``(rows or None, note, gap)``.
+
+    They are read from ``folder/<book_name>.csv`` (default: the committed ``results/``)
+    only when made at this run's profile and seeds, with the profile's query count and
+    every pair asked for (:func:`committed_rows`), and when their reference rows equal
+    this run's (relative difference at most :data:`REFERENCE_RTOL`, every metric but
+    time).  ``computed``: the book's methods this run computed itself (where the committed
+    rows cannot stand), named in the note."""
+    if computed:
+        mine = (f"the book's methods ({len(computed)} rows: {', '.join(computed)}) were run "
+                f"here at profile {profile.name} beside it, on the same queries and "
+                "networks: they are this run's rows, not the book's committed ones")
+    else:
+        mine = ("only this run's own reference rows (Original Data, Query (unchanged)) "
+                "stand beside it")
+    df, shown, why = committed_rows(table, profile, seeds, n_images, pairs, folder)
+    if df is None:
+        return None, f"{why}, so {mine}.", None
     gap, where = reference_gap(own, df)
     if not gap <= REFERENCE_RTOL:
         why = ("they share no cell with this run's" if math.isnan(gap) else
@@ -515,6 +539,12 @@ class TableComparison:
     note: str
     gap: float | None = None
     networks: list = field(default_factory=list)   # cflib.cache.networks_used records
+    #: the book's methods this run computed itself, at its profile (where the committed
+    #: rows cannot stand beside it)
+    computed: list = field(default_factory=list)
+    #: each row's value with its interval (cflib.bench.intervals: over the queries of each
+    #: pair for this run's rows of a C3LT table, over the repeats for a Bayesian table)
+    intervals: pd.DataFrame | None = None
 
     @property
     def results(self) -> pd.DataFrame:
@@ -563,15 +593,43 @@ class TableComparison:
         return w.reindex([m for m in self.methods if m in w.index])
 
     def ranks(self) -> pd.DataFrame:
-        """Each row's rank (1 = best; ties share the best rank) on each metric of the
-        table but time and counts, in the metric's own direction (its spec's
-        ``higher_is_better``; closest to 0 where that is None), among the rows shown."""
-        w = self.wide()
-        cols = [m for m in self.table.ranked if m in w.columns]
-        out = pd.DataFrame({m: w[m].map(get_spec(m).key).rank(method="min") for m in cols},
-                           index=w.index)
-        out.index.name = "method"
-        return out
+        """Each row's best rank on each metric of the table but time, counts and
+        set-level statistics, in the metric's own direction: 1 + the rows whose interval
+        lies wholly on the better side of its own
+        (:func:`cflib.bench.intervals.separated_ranks`).  A metric no row has an interval
+        of is not ranked."""
+        return self._separated()[0]
+
+    def worst_ranks(self) -> pd.DataFrame:
+        """Each row's worst rank: the rows ranked, less those whose interval lies wholly on
+        the worse side of its own (with :meth:`ranks`, the range of ranks the intervals
+        allow; rows whose intervals overlap have overlapping ranges)."""
+        return self._separated()[1]
+
+    def ties(self) -> pd.DataFrame:
+        """Per row and ranked metric, the other rows whose interval overlaps its own."""
+        return self._separated()[2]
+
+    def _separated(self):
+        from cflib.bench.intervals import separated_ranks
+
+        iv = self.intervals if self.intervals is not None else pd.DataFrame(
+            columns=["method", "metric", "lo", "hi"])
+        return separated_ranks(self.wide(), iv, self.table.ranked)
+
+    def sample_size(self) -> str:
+        """The queries behind the method's values, in words (C3LT tables: per pair and in
+        all; Bayesian tables: the repeats, each a fresh draw of queries)."""
+        iv = self.intervals if self.intervals is not None else pd.DataFrame()
+        r = iv[iv["method"] == self.method] if len(iv) else iv
+        if not len(r):
+            return "the sample size was not recorded"
+        n, k = int(r["n"].max()), int(r["pairs"].max())
+        if r["basis"].iloc[0] == "queries":
+            return (f"{n // max(k, 1)} queries per pair on {k} pair{'s' * (k != 1)} "
+                    f"({n} in all)")
+        return (f"{n} repeat{'s' * (n != 1)}, each a fresh draw of queries"
+                + (" (one repeat has no interval, so no rank is claimed)" if n < 2 else ""))
 
     def checks(self) -> pd.DataFrame:
         """The checks the table's chapter shows, on the rows shown:
@@ -638,7 +696,7 @@ class Comparison:
                "seeds": {"train": self.seeds.train, "data": self.seeds.data},
                "device": self.device, "n_images": self.n_images,
                "cflib_version": cflib.__version__,
-               "tables": {k: {"pairs": t.pairs,
+               "tables": {k: {"pairs": t.pairs, "computed": t.computed,
                               "networks": [{"kind": n["kind"], "entry": n["entry"],
                                             "origin": n["origin"],
                                             "provenance": n["provenance"]}
@@ -668,11 +726,13 @@ class Comparison:
             spec = TABLES[key]
             run = (c3lt.TableRun if spec.kind == "c3lt" else bayes.BayesRun).load(
                 folder, f"{name}_{key}")
-            used = t.get("networks", [])
+            used, computed = t.get("networks", []), t.get("computed", [])
             rows, note, gap = book_rows(spec, run.results, prof, seeds, doc["n_images"],
-                                        t["pairs"], book_results, used)
+                                        t["pairs"], book_results, used, computed)
+            ivf = folder / f"{name}_{key}_intervals.csv"
+            iv = pd.read_csv(ivf) if ivf.exists() else None
             tables[key] = TableComparison(spec, doc["method"], run, t["pairs"], rows, note, gap,
-                                          used)
+                                          used, computed, iv)
         page = folder / f"{name}.html"
         return cls(doc["method"], doc["given"], doc["config"], doc["profile"], seeds,
                    doc["device"], doc["n_images"], tables, folder, name,
@@ -682,8 +742,14 @@ class Comparison:
 def save_table(t: TableComparison, folder, name: str) -> list[Path]:
     """One table's run as its chapter saves it (``TableRun.save`` / ``BayesRun.save``):
     ``<name>_<table>.csv`` in the results schema, its extra tables and the counterfactuals
-    the page shows."""
-    return t.run.save(Path(folder), f"{check_name(name)}_{t.table.key}")
+    the page shows; and each row's interval, ``<name>_<table>_intervals.csv``."""
+    from cflib.bench.results import write_table
+
+    stem = f"{check_name(name)}_{t.table.key}"
+    paths = t.run.save(Path(folder), stem)
+    if t.intervals is not None:
+        paths.append(write_table(t.intervals, Path(folder) / f"{stem}_intervals.csv"))
+    return paths
 
 
 # -- checking everything first ---------------------------------------------------------------
@@ -765,6 +831,13 @@ def check_pairs(pairs, tables: list[BenchTable]) -> dict[str, list[tuple[int, in
     return out
 
 
+def book_methods(table: BenchTable) -> list[str]:
+    """The rows of the table's chapter but the reference rows: what stands beside a user's
+    method when the committed rows cannot (another profile, seeds or query count)."""
+    rows = c3lt.C3LT_METHODS if table.kind == "c3lt" else bayes.BAYES_METHODS
+    return [m for m in rows if m not in REFERENCE_ROWS]
+
+
 @dataclass
 class Plan:
     """A comparison checked and ready to run (:func:`prepare`); :meth:`run` computes it."""
@@ -780,6 +853,7 @@ class Plan:
     results_name: str
     book_results: Path | None
     page: Callable | None
+    book_methods: bool = True
 
     def _profile_for(self, table: BenchTable) -> Profile:
         if table.kind == "bayes" and self.n_images is not None:
@@ -788,26 +862,37 @@ class Plan:
 
     def run_table(self, table: BenchTable) -> TableComparison:
         """One table through its runner, the method added to the catalog for the run."""
+        from cflib.bench.intervals import bootstrap, per_query, repeat_intervals
         from cflib.cache import networks_used
 
         name = self.method.name
+        pairs = [pair_label(p) for p in self.pairs.get(table.key, [])]
         before = len(networks_used())
+        committed, _, _ = committed_rows(table, self.profile, self.seeds, self.n_images,
+                                         pairs, self.book_results)
+        # where the committed rows cannot stand beside the run, the book's methods run
+        # here, at the run's profile, on the same queries and networks
+        computed = (book_methods(table) if committed is None and self.book_methods else [])
         with catalog.extended(_entry(self.method, table)):
             if table.kind == "c3lt":
                 # the method first on each pair: a method that fails, fails before the
                 # reference rows are scored (each row is seeded alike, in any order)
                 run = c3lt.run_c3lt_table(table.dataset, self.pairs[table.key],
-                                          [name, *REFERENCE_ROWS], self.profile, self.seeds,
-                                          self.device, self.n_images)
+                                          [name, *REFERENCE_ROWS, *computed], self.profile,
+                                          self.seeds, self.device, self.n_images)
+                intervals = bootstrap(per_query(run))
             else:
                 run = bayes.run_bayesian_table(table.dataset, [table.model],
                                                self._profile_for(table), self.seeds,
-                                               self.device, [name])
-        pairs = [pair_label(p) for p in self.pairs.get(table.key, [])]
+                                               self.device, [name, *computed])
+                s = bayes.summarise(run.results)
+                intervals = repeat_intervals(s[(s["model"] == table.model)
+                                               & (s["variant"] == "")])
         used = networks_used(before)
         rows, note, gap = book_rows(table, run.results, self.profile, self.seeds,
-                                    self.n_images, pairs, self.book_results, used)
-        return TableComparison(table, name, run, pairs, rows, note, gap, used)
+                                    self.n_images, pairs, self.book_results, used, computed)
+        return TableComparison(table, name, run, pairs, rows, note, gap, used, computed,
+                               intervals)
 
     def run(self) -> Comparison:
         """Every table, then the files and the page; torch runs at ``CFLIB_THREADS``
@@ -838,7 +923,7 @@ class Plan:
 def prepare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None = None,
             pairs=None, n_images: int | None = None, out=None, seeds: Seeds = Seeds(), *,
             device="cpu", results_name: str = "comparison", book_results=None,
-            page: Callable | None = None) -> Plan:
+            page: Callable | None = None, book_methods: bool = True) -> Plan:
     """Check every argument of :func:`compare` and return the :class:`Plan` that runs it;
     nothing is loaded, trained or written.  Errors name the argument and the fix."""
     check_device(device)
@@ -868,8 +953,10 @@ def prepare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None
     for kind in dict.fromkeys((t.kind, t.model) for t in tabs):
         _probe(m, next(t for t in tabs if (t.kind, t.model) == kind))
     check_data(sorted({t.dataset for t in tabs}))
+    if not isinstance(book_methods, bool):
+        raise TypeError(f"book_methods must be True or False, got {book_methods!r}")
     return Plan(m, tabs, pair_map, prof, n_images, seeds, str(device), folder, name,
-                Path(book_results) if book_results is not None else None, page)
+                Path(book_results) if book_results is not None else None, page, book_methods)
 
 
 def _slug(name: str) -> str:
@@ -879,7 +966,7 @@ def _slug(name: str) -> str:
 def compare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None = None,
             pairs=None, n_images: int | None = None, out=None, seeds: Seeds = Seeds(), *,
             device="cpu", results_name: str = "comparison", book_results=None,
-            page: Callable | None = None) -> Comparison:
+            page: Callable | None = None, book_methods: bool = True) -> Comparison:
     """Run ``method`` through each of ``tables`` at ``profile`` and write the comparison.
 
     ``method``: an Explainer subclass, ``"package.module:Name"`` or a function
@@ -892,15 +979,19 @@ def compare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None
     ``_build/bench/<method>-<profile>/``), never inside the committed ``results/`` or
     ``book/``; ``results_name``: the stem of its files; ``book_results``: the folder of
     the book's results files (default ``results/``); ``page``: the page renderer
-    (:func:`cflib.book.report.bench_page`; None: no page).
+    (:func:`cflib.book.report.bench_page`; None: no page); ``book_methods``: where the
+    book's committed rows cannot stand beside the run (another profile, seeds or query
+    count), run the book's methods here at the run's profile (default; False: only the
+    reference rows beside yours).
 
     Everything is checked before any network is loaded (:func:`prepare`).  Returns the
     :class:`Comparison`.
     """
     return prepare(method, tables, profile, config, pairs, n_images, out, seeds,
                    device=device, results_name=results_name, book_results=book_results,
-                   page=page).run()
+                   page=page, book_methods=book_methods).run()
 
 
 __all__ = ["compare", "prepare", "Comparison", "TableComparison", "BenchTable", "TABLES",
-           "MethodError", "Method", "resolve_method", "book_rows", "check_out"]
+           "MethodError", "Method", "resolve_method", "book_rows", "committed_rows",
+           "book_methods", "check_out"]

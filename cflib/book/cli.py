@@ -127,6 +127,10 @@ def main(argv=None) -> None:
     bn.add_argument("--out", default=None,
                     help="the folder written (default ./cflib-bench/<method>-<profile>/ of "
                          "the current folder; never inside results/ or book/)")
+    bn.add_argument("--no-book-methods", action="store_true",
+                    help="where the book's committed rows cannot stand beside the run "
+                         "(another profile, seeds or query count), do not run the book's "
+                         "methods at this profile: only the reference rows beside yours")
     bn.add_argument("--force", action="store_true",
                     help="replace the files of an earlier run in --out (default: refused)")
     bn.add_argument("--device", default="cpu")
@@ -271,7 +275,8 @@ def bench(args) -> None:
     try:
         plan = prepare(args.method, args.tables, args.profile, config, args.pairs,
                        args.n_images, args.out, Seeds(args.train_seed, args.data_seed),
-                       device=args.device, page=bench_page)
+                       device=args.device, page=bench_page,
+                       book_methods=not args.no_book_methods)
     except (ValueError, TypeError, FileNotFoundError) as err:
         notes = "".join(f" {n}" for n in getattr(err, "__notes__", []))
         raise SystemExit(f"cflib bench: {err}{notes}") from None

@@ -21,10 +21,12 @@ import html
 import pandas as pd
 
 from cflib.bench.data import PROJECT_ROOT
+from cflib.bench.intervals import N_BOOT, SMALL_SET
 from cflib.bench.tables import bayes, c3lt
 from cflib.book.report.display import figure_html, fmt, page_table, verdicts
 from cflib.book.report.figures import plot_bayes_grid, plot_cf_grid
 from cflib.book.report.tables import bayes_table, comparison_table, metrics_table, pair_title
+from cflib.metrics.spec import get_spec
 
 #: the book's stylesheet, inlined into the page (a minimal one where it is not found)
 CSS = PROJECT_ROOT / "_static" / "cflib.css"
@@ -53,11 +55,46 @@ def bench_table(tc) -> pd.DataFrame:
 
 
 def bench_ranks(tc) -> pd.DataFrame:
-    """Each row's rank per metric (1 = best, in the metric's direction) and its mean rank
-    over them."""
-    r = tc.ranks()
-    r["mean rank"] = r.mean(axis=1)
-    return r
+    """Each row's range of ranks per metric (1 = best, in the metric's direction: from 1 +
+    the rows wholly better to the rows ranked less those wholly worse, by the 95 %
+    intervals; one number where they meet) and the mean of the ranges' midpoints."""
+    best, worst = tc.ranks(), tc.worst_ranks()
+    if not len(best.columns):
+        return best
+    out = pd.DataFrame(index=best.index, columns=best.columns, dtype=object)
+    for m in best.columns:
+        for r in best.index:
+            b, w = best.loc[r, m], worst.loc[r, m]
+            out.loc[r, m] = ("–" if pd.isna(b) else f"{int(b)}" if b == w
+                             else f"{int(b)}–{int(w)}")
+    out["mean rank"] = [fmt(v, 2) for v in ((best + worst) / 2).mean(axis=1)]
+    return out
+
+
+def bench_intervals(tc) -> pd.DataFrame:
+    """Rows = the rows shown, columns = the metrics with an interval: each value with its
+    95 % interval (:mod:`cflib.bench.intervals`); a committed row of the book carries none
+    (its run kept four counterfactuals per pair, not every query's)."""
+    iv = tc.intervals
+    if iv is None or not len(iv):
+        return pd.DataFrame()
+    wide = tc.wide()
+    metrics = [m for m in tc.table.ranked if m in set(iv["metric"]) and m in wide.columns]
+    ivx = iv.set_index(["method", "metric"])
+    cells = {}
+    for m in metrics:
+        spec, col = get_spec(m), {}
+        k = spec.display_scale                   # on the paper's scale, as the table
+        for row in wide.index:
+            v = wide.loc[row, m]
+            if (row, m) in ivx.index and pd.notna(ivx.loc[(row, m), "lo"]):
+                lo, hi = ivx.loc[(row, m), "lo"], ivx.loc[(row, m), "hi"]
+                col[row] = f"{fmt(k * v)} [{fmt(k * lo)}, {fmt(k * hi)}]"
+            else:
+                col[row] = f"{fmt(k * v)} (no interval)" if pd.notna(v) else "–"
+        cells[spec.title] = col                  # the page table adds the arrow
+    out = pd.DataFrame(cells, index=pd.Index(list(wide.index), name="method"))
+    return out
 
 
 def bench_grid(tc, n: int | None = None):
@@ -82,17 +119,30 @@ def bench_reading(tc) -> str:
     """What the numbers say about the method, in a few sentences (every number read from
     the comparison): its ranks, its validity beside the real target images', and (C3LT
     tables) how far it moves the query against a real target image."""
-    ranks, wide, m = tc.ranks(), tc.wide(), tc.method
-    r = ranks.loc[m]
-    n = len(ranks)
-    first = [k for k in ranks.columns if r[k] == 1]
-    last = [k for k in ranks.columns if r[k] == ranks[k].max() and ranks[k].max() > 1]
-    others = "; ".join(f"{k} {fmt(ranks.loc[k].mean(), 2)}" for k in ranks.index if k != m)
-    out = [f"Among the {n} rows of this table (the reference rows ranked too), {m} ranks "
-           f"first on {_list(first) or 'no metric'}"
-           + (f" and last on {_list(last)}" if last else "")
-           + f"; its mean rank over the {len(ranks.columns)} ranked metrics is "
-           f"{fmt(r.mean(), 2)} (" + (others or "no other row") + ")."]
+    ranks, ties, wide, m = tc.ranks(), tc.ties(), tc.wide(), tc.method
+    if not len(ranks.columns) or m not in ranks.index:
+        out = [f"No metric is ranked: no row of this table has an interval ({tc.sample_size()})."]
+    else:
+        r, n = ranks.loc[m], len(ranks)
+        alone = [k for k in ranks.columns if r[k] == 1 and not ties.loc[m, k]]
+        shared = [k for k in ranks.columns if r[k] == 1 and ties.loc[m, k]]
+        last = [k for k in ranks.columns if r[k] == ranks[k].count() > 1]
+        said = []
+        if alone:
+            said.append(f"is first on its own on {_list(alone)}")
+        if shared:
+            said.append("shares first place, its interval overlapping another's, on "
+                        + "; ".join(f"{k} (with {_list(ties.loc[m, k])})" for k in shared))
+        if last:
+            said.append(f"is last on its own on {_list(last)}")
+        mid = (ranks + tc.worst_ranks()) / 2
+        others = "; ".join(f"{k} {fmt(mid.loc[k].mean(), 2)}" for k in mid.index if k != m)
+        out = [f"On {tc.sample_size()}, among the {n} rows of this table (the reference rows "
+               f"ranked too), {m} " + ("; ".join(said) or "is first on no metric")
+               + f"; its mean rank over the {len(ranks.columns)} ranked metrics is "
+               f"{fmt(mid.loc[m].mean(), 2)} (" + (others or "no other row") + "). A row "
+               "ranks above another only where their 95 % intervals separate; where they "
+               "overlap, neither is called better."]
     valid = "Validity" if tc.table.kind == "c3lt" else "Validity_fresh"
     if valid in wide.columns:
         v, real = wide.loc[m, valid], wide[valid].get("Original Data")
@@ -126,6 +176,25 @@ def _run_table(cmp) -> pd.DataFrame:
                         index=pd.Index(list(rows), name="run"))
 
 
+def _small_sets(tc) -> int | None:
+    """The images per set behind this run's FID and KID when fewer than
+    :data:`~cflib.bench.intervals.SMALL_SET` (C3LT tables), else None."""
+    iv = tc.intervals
+    if tc.table.kind != "c3lt" or iv is None or not len(iv):
+        return None
+    r = iv[iv["method"] == tc.method]
+    n = int(r["n"].max()) // max(int(r["pairs"].max()), 1) if len(r) else 0
+    return n if 0 < n < SMALL_SET else None
+
+
+def _interval_caption(tc) -> str:
+    if tc.table.kind == "c3lt":
+        return (f"mean over the pairs run [95 % bootstrap interval: the queries of each pair "
+                f"resampled {N_BOOT} times]; a committed row of the book has no interval and "
+                "is compared by its value")
+    return "mean over the repeats [95 % t interval over the repeats]"
+
+
 def bench_section(tc) -> str:
     """One table of the page: where the rows beside the method come from, the table, the
     ranks, the reading, the grid and the chapter's checks."""
@@ -137,6 +206,10 @@ def bench_section(tc) -> str:
                      "accuracy." + (f" Pairs run: {html.escape(', '.join(tc.pairs))}." if
                                     tc.pairs else "") + "</p>")
     parts.append(f'<p class="note">{html.escape(tc.note)}</p>')
+    if tc.computed:
+        parts.append("<p>A run at the book's profile and seeds (<code>--profile standard</code>, "
+                     "training and data seed 0) puts the book's committed rows beside yours "
+                     "instead; the README gives what it costs.</p>")
     from cflib.bench.compare import measured_with
 
     said = measured_with(getattr(tc, "networks", []) or [])
@@ -147,14 +220,31 @@ def bench_section(tc) -> str:
                      "this one: their Seconds_per_CF do not compare (time is not ranked).</p>")
     scope = ("mean over the pairs run" if t.kind == "c3lt"
              else "mean ± sd over the repeats")
+    size = tc.sample_size()
+    small = _small_sets(tc)
+    here = (f"; rows computed in this run at profile {tc.results['profile'].iloc[0]}: "
+            f"{', '.join(tc.computed)}" if tc.computed else "")
     parts.append("<h3>The table</h3>")
+    parts.append(f"<p>Each value of this run's rows rests on {html.escape(size)}." + (
+        f" FID and KID here compare sets of {small} images, fewer than "
+        f"{SMALL_SET}: both are biased upward at that size, so they rank rows of this "
+        "run among themselves but do not compare with the paper's values." if small else "")
+        + "</p>")
     parts.append(str(page_table(bench_table(tc),
                                 caption=f"{scope}; the paper's value beneath ours where it "
-                                        "reports one")))
+                                        f"reports one{here}")))
+    intervals = bench_intervals(tc)
+    if len(intervals):
+        parts.append("<details><summary>Each value with its 95 % interval</summary>"
+                     + str(page_table(intervals, caption=_interval_caption(tc)))
+                     + "</details>")
     parts.append("<h3>Ranks</h3>")
     parts.append(str(page_table(bench_ranks(tc),
                                 caption="1 = best, in each metric's direction (the arrow); "
-                                        "ties share the best rank; time is not ranked")))
+                                        "a range where the 95 % intervals allow several "
+                                        "ranks (rows whose intervals overlap are not "
+                                        "ordered); time and the set-level FID, KID, "
+                                        "diversity and query dependence are not ranked")))
     parts.append(f"<p>{html.escape(bench_reading(tc))}</p>")
     judges = judges_reading(tc)
     if judges:
@@ -246,5 +336,5 @@ def bench_page(cmp) -> str:
             "<body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
-__all__ = ["bench_table", "bench_ranks", "bench_grid", "bench_reading", "bench_section",
-           "bench_page"]
+__all__ = ["bench_table", "bench_ranks", "bench_intervals", "bench_grid", "bench_reading",
+           "bench_section", "bench_page"]

@@ -21,6 +21,7 @@ from cflib.bench.reference import reported_value
 from cflib.bench.results import CLASSIFIER, read_results, table_means
 from cflib.bench.tables.c3lt import FULL_TABLE_METRICS
 from cflib.book.chapters import CHAPTERS
+from cflib.book.report.discussion import pct
 from cflib.book.report.display import page_table
 from cflib.book.report.tables import bayes_table, comparison_table, quant_table, spread_table
 from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR
@@ -264,8 +265,9 @@ def summary(results_dir="results") -> str:
     parts = [f"FP32 accuracy {_fmt(_cell(q, 'FP32', 'Accuracy'))}"]
     for m in ("PTQ INT8", "PTQ INT4", "MixedPrec-QAT", "CFQ-QAT"):
         parts.append(f"{m} VD {_fmt(_cell(q, m, 'VD'))}")
-    parts.append(f"false acceptance CFQ-QAT {_fmt(_cell(q, 'CFQ-QAT', 'FA_recon'))} "
-                 f"(FP32 {_fmt(_cell(q, 'FP32', 'FA_recon'))})")
+    # as the chapter says it: a share in per cent (one number, one form)
+    parts.append(f"false acceptance CFQ-QAT {pct(_cell(q, 'CFQ-QAT', 'FA_recon'))} "
+                 f"(FP32 {pct(_cell(q, 'FP32', 'FA_recon'))})")
     lines.append("| Recourse under quantization, Fashion-MNIST | " + ", ".join(parts) + " |")
     return "\n".join(lines)
 
