@@ -80,18 +80,17 @@ import torch
 
 import cflib
 from cflib.bench import catalog
-from cflib.bench.data import CF_PAIRS, DATASET_TITLES, PROJECT_ROOT, check_data, pair_label
+from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT, pair_label
 from cflib.bench.profiles import Profile, get_profile
 from cflib.bench.results import (
     CELL,
     CLASSIFIER,
     read_results,
-    table_means,
     tidy,
-    with_pair_means,
 )
 from cflib.bench.seeds import Seeds
-from cflib.bench.tables import bayes, c3lt
+from cflib.bench.tables import bayes
+from cflib.bench.tables.registry import BENCH_TABLES, BenchTable
 from cflib.explainers import Explainer, from_function, records
 from cflib.io import atomic_write
 from cflib.metrics.spec import get_spec
@@ -120,45 +119,8 @@ class MethodError(RuntimeError):
     message names the method, the table and the pair, and the cause is chained."""
 
 
-@dataclass(frozen=True)
-class BenchTable:
-    """A table a method can be compared on: its runner (``kind``: ``c3lt`` or ``bayes``),
-    dataset, Bayesian classifier (``model``; empty for the C3LT tables) and the book's
-    results file of the table (``book_name``.csv, its chapter's name)."""
-
-    key: str
-    kind: str
-    dataset: str
-    model: str
-    book_name: str
-    title: str
-
-    @property
-    def pairs(self) -> list[tuple[int, int]]:
-        """The table's class pairs (none for the Bayesian tables: a target per query)."""
-        return list(CF_PAIRS[self.dataset]) if self.kind == "c3lt" else []
-
-    @property
-    def metrics(self):
-        return c3lt.C3LT_METRICS if self.kind == "c3lt" else bayes.BAYES_METRICS
-
-    @property
-    def ranked(self) -> list[str]:
-        """The metrics a rank is given on: the table's, less wall time and counts."""
-        return [s.name for s in self.metrics
-                if not s.timing and s.name != "N_already_target"]
-
-
-#: the tables of :func:`compare`, by key
-TABLES: dict[str, BenchTable] = {t.key: t for t in (
-    BenchTable("c3lt-mnist", "c3lt", "mnist", "", "mnist_eval", "The C3LT table, MNIST"),
-    BenchTable("c3lt-fmnist", "c3lt", "fmnist", "", "fashion_mnist_test",
-               "The C3LT table, Fashion-MNIST"),
-    BenchTable("bayes-mc_dropout", "bayes", "mnist", "mc_dropout", "mnist_bayesian",
-               "Bayesian classifiers, MNIST: MC dropout"),
-    BenchTable("bayes-bnn", "bayes", "mnist", "bnn", "mnist_bayesian",
-               "Bayesian classifiers, MNIST: BNN"),
-)}
+#: the tables of :func:`compare`, by key (their specs: :mod:`cflib.bench.tables.registry`)
+TABLES: dict[str, BenchTable] = BENCH_TABLES
 
 
 # -- the method ----------------------------------------------------------------------------
@@ -257,22 +219,9 @@ def resolve_method(method, config: dict | None = None) -> Method:
     return Method(name, cls, cfg, how)
 
 
-def _stand_in(table: BenchTable):
-    """The table's classifier architecture, untrained: what a method is first built on,
-    so that a config its class rejects fails before any network is trained."""
-    from cflib.models import C3LTClassifier
-    from cflib.models.bayesian import BayesByBackpropCNN, MCDropoutCNN
-
-    if table.kind == "c3lt":
-        return C3LTClassifier().eval()
-    if table.model == "mc_dropout":
-        return MCDropoutCNN(p=0.5, n_samples=2, sample_seed=0).eval()
-    return BayesByBackpropCNN(prior_sigma=0.1, rho_init=-5.0, n_samples=2, sample_seed=0).eval()
-
-
 def _probe(method: Method, table: BenchTable) -> None:
     with seeded(0):            # the stand-in's initialisation: the global RNG restored
-        clf = _stand_in(table)
+        clf = table.spec.stand_in(table.model)
         try:
             ex = method.build(clf)
         except Exception as err:
@@ -339,7 +288,7 @@ def _fit(ex: Explainer, name: str, where: str, x_query, x_target, pair) -> Expla
 def _entry(method: Method, table: BenchTable) -> catalog.Entry:
     """The catalog entry of the user's method for one table's run."""
     def build(r: catalog.Request) -> Explainer:
-        if table.kind == "c3lt":
+        if table.spec.per_pair:
             q, t = r.need_pair(method.name)
             where = f"table {table.key}, pair {q}->{t}"
         else:
@@ -361,7 +310,7 @@ def _entry(method: Method, table: BenchTable) -> catalog.Entry:
             _untouched(r.classifier, before, method.name, where, "while fitting")
         return _guard(ex, method.name, where, r.classifier, before)
 
-    return catalog.Entry(method.name, method.cls, table.kind == "c3lt", build, table.kind,
+    return catalog.Entry(method.name, method.cls, table.spec.per_pair, build, table.spec.name,
                          searches=True)
 
 
@@ -455,7 +404,7 @@ def committed_rows(table: BenchTable, profile: Profile, seeds: Seeds,
     if theirs != [(seeds.train, seeds.data)]:
         return None, shown, (f"The book's rows ({shown}) are of training / data seeds "
                              f"{theirs}; this run's are ({seeds.train}, {seeds.data})")
-    default = profile.c3lt.n_images if table.kind == "c3lt" else profile.bayes.n_images
+    default = table.spec.n_images(profile)
     if n_images is not None and n_images != default:
         return None, shown, (f"The book's rows ({shown}) use the profile's {default} queries; "
                              f"this run uses {n_images}")
@@ -558,33 +507,21 @@ class TableComparison:
         own = self.run.results
         if self.book is None:
             return own
-        other = self.book[~self.book["method"].isin(set(own["method"]))]
-        if self.table.kind == "bayes":
-            return tidy(pd.concat([own, other], ignore_index=True))
-        acc = own[own["method"] == CLASSIFIER]
-        per_pair = pd.concat([own[(own["aggregate"] == "") & (own["method"] != CLASSIFIER)],
-                              other[other["aggregate"] == ""]], ignore_index=True)
-        return tidy(pd.concat([acc, with_pair_means(per_pair)], ignore_index=True))
+        return self.table.spec.shown(own, self.book[~self.book["method"].isin(set(own["method"]))])
 
     @property
     def methods(self) -> list[str]:
         """The rows in the page's order: the reference rows, the method, the book's rows."""
         rows = [m for m in dict.fromkeys(self.shown["method"]) if m != CLASSIFIER]
-        order = (c3lt.C3LT_METHODS if self.table.kind == "c3lt" else bayes.BAYES_METHODS)
-        book = [m for m in order if m in rows and m not in REFERENCE_ROWS]
+        book = [m for m in self.table.spec.own_methods() if m in rows]
         extra = [m for m in rows if m not in (*REFERENCE_ROWS, self.method, *book)]
         return [*[m for m in REFERENCE_ROWS if m in rows], self.method, *book, *extra]
 
     def means(self) -> pd.DataFrame:
         """Each row's value of each metric: the mean over the pairs (C3LT tables) or over
         the repeats (Bayesian tables), the table's rows only (no variant); columns
-        ``method, metric, value``."""
-        if self.table.kind == "c3lt":
-            d = table_means(self.shown)
-            return d[["method", "metric", "value"]].reset_index(drop=True)
-        s = bayes.summarise(self.shown)
-        s = s[s["variant"] == ""]
-        return s.rename(columns={"mean": "value"})[["method", "metric", "value"]]
+        ``method, metric, value`` (the spec's ``means``)."""
+        return self.table.spec.means(self.shown)
 
     def wide(self) -> pd.DataFrame:
         """:meth:`means` as rows = methods (page order), columns = metrics."""
@@ -632,22 +569,16 @@ class TableComparison:
                 + (" (one repeat has no interval, so no rank is claimed)" if n < 2 else ""))
 
     def checks(self) -> pd.DataFrame:
-        """The checks the table's chapter shows, on the rows shown:
-        :func:`cflib.bench.runner.shape_checks` of the table's expectations (on the means
-        over pairs; the Bayesian table per classifier over repeats, its ``best`` among
-        the paper's five methods)."""
-        from cflib.bench.runner import shape_checks
-
-        if self.table.kind == "c3lt":
-            return shape_checks(table_means(self.shown), "c3lt")
-        return bayes.shape_checks(bayes.summarise(self.shown))
+        """The checks the table's chapter shows, on the rows shown (the spec's: the C3LT
+        tables' on the means over pairs; the Bayesian table's per classifier over repeats,
+        its ``best`` among the paper's five methods)."""
+        return self.table.spec.checks(self.shown)
 
     @property
     def counterfactuals(self) -> dict:
         """The saved counterfactuals of this run: C3LT tables ``{(pair, method): cf}``,
         Bayesian tables the classifier's ``{"queries": ..., method: [cf]}``."""
-        cfs = self.run.counterfactuals
-        return cfs if self.table.kind == "c3lt" else cfs[self.table.model]
+        return self.table.spec.counterfactuals(self.run, self.table.model)
 
 
 @dataclass
@@ -724,8 +655,7 @@ class Comparison:
         tables = {}
         for key, t in doc["tables"].items():
             spec = TABLES[key]
-            run = (c3lt.TableRun if spec.kind == "c3lt" else bayes.BayesRun).load(
-                folder, f"{name}_{key}")
+            run = spec.spec.load(folder, f"{name}_{key}")
             used, computed = t.get("networks", []), t.get("computed", [])
             rows, note, gap = book_rows(spec, run.results, prof, seeds, doc["n_images"],
                                         t["pairs"], book_results, used, computed)
@@ -802,7 +732,7 @@ def check_pairs(pairs, tables: list[BenchTable]) -> dict[str, list[tuple[int, in
     """The pairs each C3LT table runs: its own pairs (``pairs=None``), else those of
     ``pairs`` that are pairs of it; a pair of none of the tables, a C3LT table left
     without a pair, or pairs with only Bayesian tables are a ValueError."""
-    c3 = [t for t in tables if t.kind == "c3lt"]
+    c3 = [t for t in tables if t.spec.per_pair]
     if pairs is None:
         return {t.key: t.pairs for t in c3}
     if isinstance(pairs, str):
@@ -834,8 +764,7 @@ def check_pairs(pairs, tables: list[BenchTable]) -> dict[str, list[tuple[int, in
 def book_methods(table: BenchTable) -> list[str]:
     """The rows of the table's chapter but the reference rows: what stands beside a user's
     method when the committed rows cannot (another profile, seeds or query count)."""
-    rows = c3lt.C3LT_METHODS if table.kind == "c3lt" else bayes.BAYES_METHODS
-    return [m for m in rows if m not in REFERENCE_ROWS]
+    return table.spec.own_methods()
 
 
 @dataclass
@@ -855,14 +784,8 @@ class Plan:
     page: Callable | None
     book_methods: bool = True
 
-    def _profile_for(self, table: BenchTable) -> Profile:
-        if table.kind == "bayes" and self.n_images is not None:
-            return get_profile(self.profile, bayes={"n_images": self.n_images})
-        return self.profile
-
     def run_table(self, table: BenchTable) -> TableComparison:
         """One table through its runner, the method added to the catalog for the run."""
-        from cflib.bench.intervals import bootstrap, per_query, repeat_intervals
         from cflib.cache import networks_used
 
         name = self.method.name
@@ -873,21 +796,14 @@ class Plan:
         # where the committed rows cannot stand beside the run, the book's methods run
         # here, at the run's profile, on the same queries and networks
         computed = (book_methods(table) if committed is None and self.book_methods else [])
+        # the method first (on each pair): a method that fails, fails before the reference
+        # rows are scored (each row is seeded alike, in any order)
+        args = table.args(self.profile, self.seeds, self.device,
+                          [name, *table.spec.references, *computed],
+                          self.pairs.get(table.key, ()), self.n_images)
         with catalog.extended(_entry(self.method, table)):
-            if table.kind == "c3lt":
-                # the method first on each pair: a method that fails, fails before the
-                # reference rows are scored (each row is seeded alike, in any order)
-                run = c3lt.run_c3lt_table(table.dataset, self.pairs[table.key],
-                                          [name, *REFERENCE_ROWS, *computed], self.profile,
-                                          self.seeds, self.device, self.n_images)
-                intervals = bootstrap(per_query(run))
-            else:
-                run = bayes.run_bayesian_table(table.dataset, [table.model],
-                                               self._profile_for(table), self.seeds,
-                                               self.device, [name, *computed])
-                s = bayes.summarise(run.results)
-                intervals = repeat_intervals(s[(s["model"] == table.model)
-                                               & (s["variant"] == "")])
+            run = table.spec.run(args)
+            intervals = table.spec.intervals(run, table.model)
         used = networks_used(before)
         rows, note, gap = book_rows(table, run.results, self.profile, self.seeds,
                                     self.n_images, pairs, self.book_results, used, computed)
@@ -946,13 +862,14 @@ def prepare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None
     folder = check_out(out if out is not None else BENCH_DIR / f"{_slug(m.name)}-{prof.name}")
     fits = m.cls.needs_fit
     for t in tabs:
-        if t.kind == "bayes" and fits:
+        if not t.spec.per_pair and fits:
             raise ValueError(f"{m.name} needs fitting, and compare fits a method per class "
                              f"pair; the table {t.key} has no pairs (a target per query): run "
                              "it on the C3LT tables, or fit nothing (needs_fit = False)")
-    for kind in dict.fromkeys((t.kind, t.model) for t in tabs):
-        _probe(m, next(t for t in tabs if (t.kind, t.model) == kind))
-    check_data(sorted({t.dataset for t in tabs}))
+    for kind in dict.fromkeys((t.spec.name, t.model) for t in tabs):
+        _probe(m, next(t for t in tabs if (t.spec.name, t.model) == kind))
+    for t in tabs:
+        t.spec.check_data([t.dataset])
     if not isinstance(book_methods, bool):
         raise TypeError(f"book_methods must be True or False, got {book_methods!r}")
     return Plan(m, tabs, pair_map, prof, n_images, seeds, str(device), folder, name,

@@ -22,7 +22,7 @@ import pandas as pd
 
 from cflib.bench.data import PROJECT_ROOT
 from cflib.bench.intervals import N_BOOT, SMALL_SET
-from cflib.bench.tables import bayes, c3lt
+from cflib.bench.tables import c3lt
 from cflib.book.report.display import figure_html, fmt, page_table, verdicts
 from cflib.book.report.figures import plot_bayes_grid, plot_cf_grid
 from cflib.book.report.tables import bayes_table, comparison_table, metrics_table, pair_title
@@ -42,16 +42,60 @@ def _metrics(tc) -> list[str]:
     return [s.name for s in tc.table.metrics]
 
 
+def _c3lt_table(tc) -> pd.DataFrame:
+    return comparison_table(tc.shown, "c3lt", tc.table.dataset, metrics=_metrics(tc),
+                            methods=tc.methods)
+
+
+def _bayes_table(tc) -> pd.DataFrame:
+    metrics = [m for m in _metrics(tc) if m in set(tc.shown["metric"])]
+    return bayes_table(tc.shown, tc.table.model, tc.table.dataset, metrics=metrics,
+                       methods=tc.methods)
+
+
+def _c3lt_grid(tc, n):
+    rows = [tc.method, "Original Data", "Query (unchanged)"]
+    return [plot_cf_grid(tc.counterfactuals, pair, rows, n=n or 4,
+                         title=pair_title(tc.table.dataset, pair)) for pair in tc.pairs]
+
+
+def _bayes_grid(tc, n):
+    rows = [tc.method, "Original Data", "Query (unchanged)"]
+    return [plot_bayes_grid(tc.counterfactuals, rows, n=n or 6,
+                            title=f"{tc.table.title}: label → target above each query")]
+
+
+#: how a table of each spec (:data:`cflib.bench.tables.registry.SPECS`) is drawn: its page
+#: table (the chapter's: ours beside the paper's), its counterfactual grid, what the grid
+#: shows besides the frames, and which rows a "best" of its checks is among
+RENDERERS = {
+    "c3lt": (_c3lt_table, _c3lt_grid,
+             " (with each its change from the query: red ink added, blue removed).",
+             " (your row included: a <i>best</i> that fails may be beaten by yours)"),
+    "bayes": (_bayes_table, _bayes_grid, ".",
+              " (a <i>best</i> among the paper's five methods)"),
+}
+
+
+def _plain_table(tc) -> pd.DataFrame:
+    """Rows = the rows shown, columns = the metrics: a table no paper reports."""
+    w = tc.wide()
+    return w[[m for m in _metrics(tc) if m in w.columns]]
+
+
+#: a table of a spec with no renderer of its own: its values, no grid
+PLAIN = (_plain_table, lambda tc, n: [], ".", "")
+
+
+def _renderer(tc):
+    return RENDERERS.get(tc.table.spec.name, PLAIN)
+
+
 def bench_table(tc) -> pd.DataFrame:
     """Rows = the rows shown (reference rows, the method, the book's), columns = (metric,
     ours / paper) on the paper's scale: the chapter's table (C3LT tables: the means over
     the pairs run; Bayesian tables: the mean ± sd over repeats)."""
-    if tc.table.kind == "c3lt":
-        return comparison_table(tc.shown, "c3lt", tc.table.dataset, metrics=_metrics(tc),
-                                methods=tc.methods)
-    metrics = [m for m in _metrics(tc) if m in set(tc.shown["metric"])]
-    return bayes_table(tc.shown, tc.table.model, tc.table.dataset, metrics=metrics,
-                       methods=tc.methods)
+    return _renderer(tc)[0](tc)
 
 
 def bench_ranks(tc) -> pd.DataFrame:
@@ -100,12 +144,7 @@ def bench_intervals(tc) -> pd.DataFrame:
 def bench_grid(tc, n: int | None = None):
     """The method's counterfactuals beside the reference rows' (the same queries): one
     figure per pair (C3LT tables), or the first queries of the first repeat (Bayesian)."""
-    rows = [tc.method, *[m for m in ("Original Data", "Query (unchanged)")]]
-    if tc.table.kind == "c3lt":
-        return [plot_cf_grid(tc.counterfactuals, pair, rows, n=n or 4,
-                             title=pair_title(tc.table.dataset, pair)) for pair in tc.pairs]
-    return [plot_bayes_grid(tc.counterfactuals, rows, n=n or 6,
-                            title=f"{tc.table.title}: label → target above each query")]
+    return _renderer(tc)[1](tc, n)
 
 
 def _list(names) -> str:
@@ -143,13 +182,13 @@ def bench_reading(tc) -> str:
                f"{fmt(mid.loc[m].mean(), 2)} (" + (others or "no other row") + "). A row "
                "ranks above another only where their 95 % intervals separate; where they "
                "overlap, neither is called better."]
-    valid = "Validity" if tc.table.kind == "c3lt" else "Validity_fresh"
+    valid = tc.table.spec.validity
     if valid in wide.columns:
         v, real = wide.loc[m, valid], wide[valid].get("Original Data")
         out.append(f"The classifier assigns {fmt(100 * v, 3)} % of its counterfactuals to the "
                    "target" + (f" (real target images: {fmt(100 * real, 3)} %)."
                                if real is not None and pd.notna(real) else "."))
-    if tc.table.kind == "c3lt" and "Proximity_vs_real" in wide.columns:
+    if "Proximity_vs_real" in wide.columns:
         ratio = wide.loc[m, "Proximity_vs_real"]
         text = (f"It changes the query {fmt(ratio, 2)} times as much as a different real "
                 "image of the target class does (Original Data's proximity)")
@@ -180,15 +219,15 @@ def _small_sets(tc) -> int | None:
     """The images per set behind this run's FID and KID when fewer than
     :data:`~cflib.bench.intervals.SMALL_SET` (C3LT tables), else None."""
     iv = tc.intervals
-    if tc.table.kind != "c3lt" or iv is None or not len(iv):
+    if iv is None or not len(iv):
         return None
-    r = iv[iv["method"] == tc.method]
+    r = iv[(iv["method"] == tc.method) & (iv["basis"] == "queries")]
     n = int(r["n"].max()) // max(int(r["pairs"].max()), 1) if len(r) else 0
     return n if 0 < n < SMALL_SET else None
 
 
 def _interval_caption(tc) -> str:
-    if tc.table.kind == "c3lt":
+    if (tc.intervals["basis"] == "queries").any():
         return (f"mean over the pairs run [95 % bootstrap interval: the queries of each pair "
                 f"resampled {N_BOOT} times]; a committed row of the book has no interval and "
                 "is compared by its value")
@@ -218,8 +257,7 @@ def bench_section(tc) -> str:
     if tc.book is not None:
         parts.append("<p>The book's rows were timed on the machine of the book's run, yours on "
                      "this one: their Seconds_per_CF do not compare (time is not ranked).</p>")
-    scope = ("mean over the pairs run" if t.kind == "c3lt"
-             else "mean ± sd over the repeats")
+    scope = t.spec.scope
     size = tc.sample_size()
     small = _small_sets(tc)
     here = (f"; rows computed in this run at profile {tc.results['profile'].iloc[0]}: "
@@ -253,22 +291,20 @@ def bench_section(tc) -> str:
     parts.append("<h3>Counterfactuals</h3><p>The method's counterfactuals beside the "
                  "reference rows' on the same queries; a red frame: not assigned to the "
                  "target; a grey dashed frame: a query the classifier already assigned to "
-                 "the target, which never counts as valid" + (" (with each its change from the query: red ink added, blue "
-                             "removed)." if t.kind == "c3lt" else ".") + "</p>")
+                 "the target, which never counts as valid" + _renderer(tc)[2] + "</p>")
     for fig in bench_grid(tc):
         parts.append(_figure_html(fig, f"{tc.method} beside the reference rows"))
     parts.append("<h3>The chapter's checks</h3><p>What the papers lead us to expect of this "
                  "table, on the rows above"
-                 + (" (your row included: a <i>best</i> that fails may be beaten by yours)"
-                    if t.kind == "c3lt" else " (a <i>best</i> among the paper's five methods)")
+                 + _renderer(tc)[3]
                  + ":</p>")
     checks = tc.checks()
     if checks.empty:
         parts.append("<p>None of the table's expectations applies to these rows: they compare "
                      "the papers' methods, and none of them stands beside yours here.</p>")
     else:
-        parts.append(str(verdicts(checks, by=["model"] if t.kind == "bayes" else None)))
-    specs = c3lt.C3LT_METRICS if t.kind == "c3lt" else bayes.BAYES_METRICS
+        parts.append(str(verdicts(checks, by=list(t.spec.check_by) or None)))
+    specs = t.spec.metrics
     parts.append(f"<details><summary>What each metric means</summary>"
                  f"{metrics_table(specs)}</details>")
     return "\n".join(parts)
