@@ -58,3 +58,14 @@ def test_cfq_qat_false_acceptance_has_one_number(texts):
     said = pct(r.v("CFQ-QAT", "FA_recon"))
     assert f"false acceptance CFQ-QAT {said}" in texts["README block"]
     assert f"it puts {said} of non-target reconstructions" in texts["fashion_mnist_quant"]
+
+
+@pytest.mark.parametrize("chapter", ["mnist_eval", "fashion_mnist_test"])
+def test_the_ratio_to_the_papers_proximity_has_one_rounding(texts, chapter):
+    """"N× the paper's" is computed once and said with one rounding (it was 4.6× in the
+    verdict and 4.57× at the end of the same page)."""
+    r = readings_for(chapter, RESULTS)
+    ratio = r.m("C3LT", "Proximity") / r.paper("C3LT", "Proximity")
+    assert f"{f(ratio, 2)}×" in texts[chapter]
+    if f(ratio, 3) != f(ratio, 2):
+        assert f"{f(ratio, 3)}×" not in texts[chapter]
