@@ -93,9 +93,6 @@ def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched, m
     book's methods computed at smoke stand beside the toy's row (the committed rows are
     at standard), every value of this run has its interval over queries, and no rank is
     claimed between rows whose intervals overlap."""
-    from cflib.bench.compare import book_methods
-    from cflib.bench.intervals import per_query  # noqa: F401  (the page's intervals)
-
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(PROJECT_ROOT))        # tests.fixtures from anywhere
     out = tmp_path / "cflib-bench" / "Toy-smoke"
@@ -110,7 +107,7 @@ def test_the_toy_through_cflib_bench(bench_cache, tmp_path, capsys, untouched, m
 
     df = read_results(csv)                               # the results schema
     assert list(df.columns) == COLUMNS
-    book = book_methods(TABLES["c3lt-mnist"])
+    book = TABLES["c3lt-mnist"].spec.own_methods()
     assert {"C3LT", "CEM", "ExpGAN", "Adv. Attack"} <= set(book)
     assert set(df["method"]) == {"Classifier", "Toy", "Original Data", "Query (unchanged)",
                                  *book}

@@ -90,7 +90,7 @@ from cflib.bench.results import (
 )
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables import bayes
-from cflib.bench.tables.registry import BENCH_TABLES, BenchTable
+from cflib.bench.tables.registry import BENCH_TABLES, BenchTable, as_seeds
 from cflib.explainers import Explainer, from_function, records
 from cflib.io import atomic_write
 from cflib.metrics.spec import get_spec
@@ -513,9 +513,10 @@ class TableComparison:
     def methods(self) -> list[str]:
         """The rows in the page's order: the reference rows, the method, the book's rows."""
         rows = [m for m in dict.fromkeys(self.shown["method"]) if m != CLASSIFIER]
+        refs = self.table.spec.references
         book = [m for m in self.table.spec.own_methods() if m in rows]
-        extra = [m for m in rows if m not in (*REFERENCE_ROWS, self.method, *book)]
-        return [*[m for m in REFERENCE_ROWS if m in rows], self.method, *book, *extra]
+        extra = [m for m in rows if m not in (*refs, self.method, *book)]
+        return [*[m for m in refs if m in rows], self.method, *book, *extra]
 
     def means(self) -> pd.DataFrame:
         """Each row's value of each metric: the mean over the pairs (C3LT tables) or over
@@ -535,34 +536,44 @@ class TableComparison:
         lies wholly on the better side of its own
         (:func:`cflib.bench.intervals.separated_ranks`).  A metric no row has an interval
         of is not ranked."""
-        return self._separated()[0]
+        return self._separated[0]
 
     def worst_ranks(self) -> pd.DataFrame:
         """Each row's worst rank: the rows ranked, less those whose interval lies wholly on
         the worse side of its own (with :meth:`ranks`, the range of ranks the intervals
         allow; rows whose intervals overlap have overlapping ranges)."""
-        return self._separated()[1]
+        return self._separated[1]
 
     def ties(self) -> pd.DataFrame:
         """Per row and ranked metric, the other rows whose interval overlaps its own."""
-        return self._separated()[2]
+        return self._separated[2]
 
+    @cached_property
     def _separated(self):
+        """(best ranks, worst ranks, ties), computed once for the three accessors."""
         from cflib.bench.intervals import separated_ranks
 
         iv = self.intervals if self.intervals is not None else pd.DataFrame(
             columns=["method", "metric", "lo", "hi"])
         return separated_ranks(self.wide(), iv, self.table.ranked)
 
-    def sample_size(self) -> str:
-        """The queries behind the method's values, in words (C3LT tables: per pair and in
-        all; Bayesian tables: the repeats, each a fresh draw of queries)."""
+    @property
+    def sample(self) -> tuple[str, int, int] | None:
+        """``(basis, n, pairs)`` behind the method's values: ``queries`` (n in all, over
+        ``pairs`` pairs) or ``repeats`` (n repeats); None when not recorded."""
         iv = self.intervals if self.intervals is not None else pd.DataFrame()
         r = iv[iv["method"] == self.method] if len(iv) else iv
         if not len(r):
+            return None
+        return str(r["basis"].iloc[0]), int(r["n"].max()), int(r["pairs"].max())
+
+    def sample_size(self) -> str:
+        """The queries behind the method's values, in words (C3LT tables: per pair and in
+        all; Bayesian tables: the repeats, each a fresh draw of queries)."""
+        if self.sample is None:
             return "the sample size was not recorded"
-        n, k = int(r["n"].max()), int(r["pairs"].max())
-        if r["basis"].iloc[0] == "queries":
+        basis, n, k = self.sample
+        if basis == "queries":
             return (f"{n // max(k, 1)} queries per pair on {k} pair{'s' * (k != 1)} "
                     f"({n} in all)")
         return (f"{n} repeat{'s' * (n != 1)}, each a fresh draw of queries"
@@ -761,12 +772,6 @@ def check_pairs(pairs, tables: list[BenchTable]) -> dict[str, list[tuple[int, in
     return out
 
 
-def book_methods(table: BenchTable) -> list[str]:
-    """The rows of the table's chapter but the reference rows: what stands beside a user's
-    method when the committed rows cannot (another profile, seeds or query count)."""
-    return table.spec.own_methods()
-
-
 @dataclass
 class Plan:
     """A comparison checked and ready to run (:func:`prepare`); :meth:`run` computes it."""
@@ -795,7 +800,8 @@ class Plan:
                                          pairs, self.book_results)
         # where the committed rows cannot stand beside the run, the book's methods run
         # here, at the run's profile, on the same queries and networks
-        computed = (book_methods(table) if committed is None and self.book_methods else [])
+        computed = (table.spec.own_methods() if committed is None and self.book_methods
+                    else [])
         # the method first (on each pair): a method that fails, fails before the reference
         # rows are scored (each row is seeded alike, in any order)
         args = table.args(self.profile, self.seeds, self.device,
@@ -845,10 +851,7 @@ def prepare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None
     check_device(device)
     tabs = check_tables(tables)
     prof = get_profile(profile)
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
-        seeds = Seeds(train=seeds, data=seeds)
-    if not isinstance(seeds, Seeds):
-        raise TypeError(f"seeds must be a Seeds(train=, data=) or an int, got {seeds!r}")
+    seeds = as_seeds(seeds)
     if n_images is not None and (isinstance(n_images, bool) or not isinstance(n_images, int)
                                  or n_images < 4):
         raise ValueError(f"n_images must be an int of at least 4 (the page shows 4 queries) "
@@ -911,4 +914,4 @@ def compare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None
 
 __all__ = ["compare", "prepare", "Comparison", "TableComparison", "BenchTable", "TABLES",
            "MethodError", "Method", "resolve_method", "book_rows", "committed_rows",
-           "book_methods", "check_out"]
+           "check_out"]

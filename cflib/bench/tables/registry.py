@@ -14,7 +14,7 @@ This module is above the tables' runners (it imports them); the runners never im
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
@@ -25,6 +25,16 @@ from cflib.bench.results import CLASSIFIER, table_means, tidy, with_pair_means
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables import bayes, c3lt
 from cflib.tensors import check_device
+
+
+def as_seeds(seeds) -> Seeds:
+    """``seeds`` as a :class:`Seeds` (an int: the training and the data seed alike); a
+    TypeError for anything else."""
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        return Seeds(train=seeds, data=seeds)
+    if not isinstance(seeds, Seeds):
+        raise TypeError(f"seeds must be a Seeds(train=, data=) or an int, got {seeds!r}")
+    return seeds
 
 
 @dataclass(frozen=True)
@@ -48,11 +58,7 @@ class RunArgs:
     def make(cls, dataset: str, profile="standard", seeds: Seeds = Seeds(), device="cpu",
              methods=(), pairs=(), models=(), n_images: int | None = None) -> "RunArgs":
         check_device(device)
-        if isinstance(seeds, int) and not isinstance(seeds, bool):
-            seeds = Seeds(train=seeds, data=seeds)
-        if not isinstance(seeds, Seeds):
-            raise TypeError(f"seeds must be a Seeds(train=, data=) or an int, got {seeds!r}")
-        return cls(canonical_dataset(dataset), get_profile(profile), seeds, str(device),
+        return cls(canonical_dataset(dataset), get_profile(profile), as_seeds(seeds), str(device),
                    tuple(methods), tuple(tuple(p) for p in pairs), tuple(models), n_images)
 
 
@@ -218,7 +224,6 @@ class BenchTable:
     model: str
     book_name: str
     title: str
-    extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def kind(self) -> str:

@@ -218,12 +218,10 @@ def _run_table(cmp) -> pd.DataFrame:
 def _small_sets(tc) -> int | None:
     """The images per set behind this run's FID and KID when fewer than
     :data:`~cflib.bench.intervals.SMALL_SET` (C3LT tables), else None."""
-    iv = tc.intervals
-    if iv is None or not len(iv):
+    if tc.sample is None or tc.sample[0] != "queries":
         return None
-    r = iv[(iv["method"] == tc.method) & (iv["basis"] == "queries")]
-    n = int(r["n"].max()) // max(int(r["pairs"].max()), 1) if len(r) else 0
-    return n if 0 < n < SMALL_SET else None
+    _, n, k = tc.sample
+    return n // max(k, 1) if 0 < n // max(k, 1) < SMALL_SET else None
 
 
 def _interval_caption(tc) -> str:
