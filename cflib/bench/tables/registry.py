@@ -251,6 +251,38 @@ class BenchTable:
                        n_images)
 
 
+@dataclass(frozen=True)
+class ChapterTable:
+    """A chapter of the book that runs a table of a paper: its name (its results file's,
+    ``results/<chapter>.csv``), the table of the papers' numbers it reproduces
+    (:mod:`cflib.bench.reference`: ``c3lt``, ``bayes``, ``quant``), its dataset, its title
+    on the README and the results page, and its discussion template
+    (``book/discussion/<template>.md``)."""
+
+    chapter: str
+    table: str
+    dataset: str
+    title: str
+    template: str
+
+
+#: the chapters that run a paper's table, by chapter name: the one place that names them
+CHAPTER_TABLES: dict[str, ChapterTable] = {c.chapter: c for c in (
+    ChapterTable("mnist_eval", "c3lt", "mnist", "C3LT table, MNIST", "c3lt_table"),
+    ChapterTable("fashion_mnist_test", "c3lt", "fmnist", "C3LT table, Fashion-MNIST",
+                 "c3lt_table"),
+    ChapterTable("mnist_bayesian", "bayes", "mnist", "Bayesian classifiers, MNIST",
+                 "mnist_bayesian"),
+    ChapterTable("fashion_mnist_quant", "quant", "fmnist",
+                 "Recourse under quantization, Fashion-MNIST", "fashion_mnist_quant"),
+)}
+
+
+def chapters_of(table: str) -> list[ChapterTable]:
+    """The chapters that run the papers' table ``table`` (``c3lt``: one per dataset)."""
+    return [c for c in CHAPTER_TABLES.values() if c.table == table]
+
+
 #: the tables of :func:`cflib.bench.compare.compare`, by key
 BENCH_TABLES: dict[str, BenchTable] = {t.key: t for t in (
     BenchTable("c3lt-mnist", C3LT, "mnist", "", "mnist_eval", "The C3LT table, MNIST"),
@@ -262,4 +294,5 @@ BENCH_TABLES: dict[str, BenchTable] = {t.key: t for t in (
                "Bayesian classifiers, MNIST: BNN"),
 )}
 
-__all__ = ["RunArgs", "TableSpec", "BenchTable", "SPECS", "BENCH_TABLES", "C3LT", "BAYES"]
+__all__ = ["RunArgs", "TableSpec", "BenchTable", "SPECS", "BENCH_TABLES", "C3LT", "BAYES",
+           "ChapterTable", "CHAPTER_TABLES", "chapters_of"]

@@ -32,8 +32,10 @@ from typing import Callable
 
 import pandas as pd
 
+from cflib.bench.data import DATASET_TITLES
 from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
+from cflib.bench.tables.registry import CHAPTER_TABLES, chapters_of
 from cflib.book.chapters import get_chapter
 from cflib.book.runs.paths import DISCUSSION
 from cflib.book.spread import read_sweep, seed_means
@@ -253,17 +255,15 @@ class Readings:
         from cflib.bench.tables.c3lt import C3LT_METRICS
         from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
 
-        frames = {title: self.extra[name] for title, name in
-                  (("MNIST", "mnist_eval"), ("Fashion-MNIST", "fashion_mnist_test"))
-                  if name in self.extra}
+        frames = {DATASET_TITLES[c.dataset]: self.extra[c.chapter] for c in chapters_of("c3lt")
+                  if c.chapter in self.extra}
         return rank_summary(rank_methods(frames, [s.name for s in C3LT_METRICS],
                                          paper_rows("c3lt")))
 
     def frame(self, name: str) -> "Readings":
         """Readings of another chapter's results read beside this one (cross-dataset)."""
-        df = self.extra[name]
-        table, dataset = ("c3lt", "mnist") if name == "mnist_eval" else ("c3lt", "fmnist")
-        return Readings(df, table, dataset)
+        c = CHAPTER_TABLES[name]
+        return Readings(self.extra[name], c.table, c.dataset)
 
     def rv(self, method: str, metric: str, repeat: int, model: str = "",
            variant: str = "") -> float:
@@ -408,8 +408,9 @@ def readings_for(chapter: str, results_dir) -> Readings:
 
     tuning = results_dir / "tuning"
     extra = {"tuning_dir": tuning if tuning.exists() else TUNING_DIR}
-    for other in ("mnist_eval", "fashion_mnist_test"):
-        if ch.name == "cross_dataset" and (results_dir / f"{other}.csv").exists():
+    # the other chapters' results this chapter reads (cross_dataset: both C3LT chapters')
+    for other in CHAPTER_TABLES:
+        if f"{other}.csv" in ch.reads and (results_dir / f"{other}.csv").exists():
             own = read_results(results_dir / f"{other}.csv")
             other_profile = str(own["profile"].iloc[0])
             if reads_sweep(ch, other, other_profile):
@@ -435,14 +436,15 @@ def read_results_frame(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+#: the chapter that ranks the methods on both C3LT chapters' results
+CROSS_DATASET = "cross_dataset"
 #: chapter -> (reference table, dataset, results file, template) of its discussion; the
 #: template is ``book/discussion/<template>.md`` (the two C3LT chapters share one)
 DISCUSSIONS = {
-    "mnist_eval": ("c3lt", "mnist", "mnist_eval", "c3lt_table"),
-    "fashion_mnist_test": ("c3lt", "fmnist", "fashion_mnist_test", "c3lt_table"),
-    "cross_dataset": ("c3lt", "mnist", "mnist_eval", "cross_dataset"),
-    "mnist_bayesian": ("bayes", "mnist", "mnist_bayesian", "mnist_bayesian"),
-    "fashion_mnist_quant": ("quant", "fmnist", "fashion_mnist_quant", "fashion_mnist_quant"),
+    **{c.chapter: (c.table, c.dataset, c.chapter, c.template) for c in CHAPTER_TABLES.values()},
+    # the chapter that reads both C3LT chapters: its own template, the first one's file
+    CROSS_DATASET: ("c3lt", chapters_of("c3lt")[0].dataset, chapters_of("c3lt")[0].chapter,
+                    CROSS_DATASET),
 }
 
 

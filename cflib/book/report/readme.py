@@ -20,6 +20,7 @@ from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT
 from cflib.bench.reference import reported_value
 from cflib.bench.results import CLASSIFIER, read_results, table_means
 from cflib.bench.tables.c3lt import FULL_TABLE_METRICS
+from cflib.bench.tables.registry import CHAPTER_TABLES, chapters_of
 from cflib.book.chapters import CHAPTERS
 from cflib.book.report.discussion import pct
 from cflib.book.report.display import page_table
@@ -158,13 +159,18 @@ def _quant_block(df: pd.DataFrame) -> list[Block]:
              quant_table(df), markdown_quant)]
 
 
-#: results file -> how its headline block is made (from the file and the results folder)
-BLOCKS = {
-    "mnist_eval": lambda df, d: [_c3lt_block(df, "mnist", "mnist_eval", d)],
-    "fashion_mnist_test": lambda df, d: [_c3lt_block(df, "fmnist", "fashion_mnist_test", d)],
-    "mnist_bayesian": lambda df, d: _bayes_blocks(df),
-    "fashion_mnist_quant": lambda df, d: _quant_block(df),
-}
+def _block(c):
+    """How the headline block of chapter table ``c`` is made (from its results file and
+    the results folder)."""
+    if c.table == "c3lt":
+        return lambda df, d: [_c3lt_block(df, c.dataset, c.chapter, d)]
+    return {"bayes": lambda df, d: _bayes_blocks(df),
+            "quant": lambda df, d: _quant_block(df)}[c.table]
+
+
+#: results file -> how its headline block is made, for every chapter that runs a paper's
+#: table (:data:`cflib.bench.tables.registry.CHAPTER_TABLES`)
+BLOCKS = {name: _block(c) for name, c in CHAPTER_TABLES.items()}
 
 
 def headline(results_dir="results", html: bool = False) -> str:
@@ -198,13 +204,13 @@ def _frames(results_dir) -> dict[str, pd.DataFrame]:
         run = {"profile": set(df["profile"]), "train_seed": set(df["train_seed"]),
                "data_seed": set(df["data_seed"])}
         book = {k: {BOOK_RUN[k]} for k in run}
-        if name in ("mnist_eval", "fashion_mnist_test"):
+        if CHAPTER_TABLES[name].table == "c3lt":
             book["train_seed"] = {0}
         if run != book:
             raise ValueError(f"{results_dir}/{name}.csv is not the book's run ({run}); the "
                              "README and the results page show the book's runs only "
                              f"({BOOK_RUN}): point at the book's results folder")
-        if name in ("mnist_eval", "fashion_mnist_test"):
+        if CHAPTER_TABLES[name].table == "c3lt":
             pairs = set(df.loc[df["pair"] != "", "pair"])
             if len(pairs) != 3:
                 raise ValueError(f"{results_dir}/{name}.csv holds the pairs {sorted(pairs)}, not "
@@ -224,8 +230,8 @@ def summary(results_dir="results") -> str:
     papers' (where they report them), read from the results files."""
     f = _frames(results_dir)
     lines = ["| table | what the committed run shows |", "|---|---|"]
-    for name, dataset, title in (("mnist_eval", "mnist", "C3LT table, MNIST"),
-                                 ("fashion_mnist_test", "fmnist", "C3LT table, Fashion-MNIST")):
+    for c in chapters_of("c3lt"):
+        name, dataset, title = c.chapter, c.dataset, c.title
         # the chapter's own numbers: the seed means where it was swept (as its table, its
         # verdict and the results page show them), else its one run
         df = f[name]
@@ -251,7 +257,7 @@ def summary(results_dir="results") -> str:
         lines.append(f"| {title}{seeds} | C3LT {', '.join(parts)}; real target images: IM1 "
                      f"{cell('Original Data', 'IM1')}, proximity "
                      f"{cell('Original Data', 'Proximity')} |")
-    b = f["mnist_bayesian"]
+    b = f[chapters_of("bayes")[0].chapter]
     b = b[b["variant"] == ""]
     parts = []
     for model in dict.fromkeys(b.loc[b["model"] != "", "model"]):
@@ -259,8 +265,8 @@ def summary(results_dir="results") -> str:
         paper = reported_value("bayes", "mnist", "PSCE", "IM1", model)
         label = {"mc_dropout": "MC dropout", "bnn": "BNN"}.get(model, model.replace("_", " "))
         parts.append(f"{label} {_fmt(ours)} (paper {_fmt(paper)})")
-    lines.append("| Bayesian classifiers, MNIST | PSCE IM1 " + ", ".join(parts) + " |")
-    q = f["fashion_mnist_quant"]
+    lines.append(f"| {chapters_of('bayes')[0].title} | PSCE IM1 " + ", ".join(parts) + " |")
+    q = f[chapters_of("quant")[0].chapter]
     q = q[q["variant"] == ""]
     parts = [f"FP32 accuracy {_fmt(_cell(q, 'FP32', 'Accuracy'))}"]
     for m in ("PTQ INT8", "PTQ INT4", "MixedPrec-QAT", "CFQ-QAT"):
@@ -268,7 +274,7 @@ def summary(results_dir="results") -> str:
     # as the chapter says it: a share in per cent (one number, one form)
     parts.append(f"false acceptance CFQ-QAT {pct(_cell(q, 'CFQ-QAT', 'FA_recon'))} "
                  f"(FP32 {pct(_cell(q, 'FP32', 'FA_recon'))})")
-    lines.append("| Recourse under quantization, Fashion-MNIST | " + ", ".join(parts) + " |")
+    lines.append(f"| {chapters_of('quant')[0].title} | " + ", ".join(parts) + " |")
     return "\n".join(lines)
 
 
