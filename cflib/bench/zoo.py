@@ -9,6 +9,8 @@ trained.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from dataclasses import replace
 
@@ -45,6 +47,27 @@ from cflib.tensors import check_class, check_device
 from cflib.training import accuracy, reconstruction_mse, train_autoencoder, train_classifier
 
 
+def _normalised(fn):
+    """A public zoo function with its arguments normalised once, here: the device checked,
+    the dataset's canonical name, the profile as a :class:`Profile` (the function's body
+    sees them so)."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        if "device" in a:
+            check_device(a["device"])
+        if "dataset" in a:
+            a["dataset"] = canonical_dataset(a["dataset"])
+        if "profile" in a:
+            a["profile"] = get_profile(a["profile"])
+        return fn(*bound.args, **bound.kwargs)
+
+    return wrapper
+
 def _base(kind, dataset, profile: Profile, seed, **hp):
     return {"kind": kind, "dataset": dataset, "profile": profile.name, "seed": seed, **hp}
 
@@ -65,25 +88,23 @@ def _trained_classifier(kind: str, arch: str, build, dataset: str, profile: Prof
     return cached(kind, cfg, build, train, device, use_cache)
 
 
+@_normalised
 def classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                use_cache: bool = True):
     """The C3LT CNN, trained with Adam (lr 1e-3, batch 128); returns (model, info).
 
     ``info["test_accuracy"]`` is the accuracy on the full test split, in [0, 1].
     """
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     return _trained_classifier("classifier", "C3LTClassifier", C3LTClassifier, dataset,
                                profile, train_seed("classifier", seed),
                                profile.nets.clf_epochs, device, use_cache)
 
 
+@_normalised
 def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
                 use_cache: bool = True):
     """The FID/KID feature network (128-d), trained as a classifier on the dataset
     (its own seed: independent of the explained classifier)."""
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     return _trained_classifier("feature_net", "FeatureNet-128", FeatureNet, dataset, profile,
                                train_seed("feature_net", seed), profile.nets.feat_epochs,
                                device, use_cache)
@@ -92,6 +113,7 @@ def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
 JUDGE_VAL_FRACTION = 0.1
 
 
+@_normalised
 def judge_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                      use_cache: bool = True):
     """The independent classifier that judges ``Validity (independent classifier)``:
@@ -101,8 +123,6 @@ def judge_classifier(dataset: str, profile="standard", seed: int = 0, device="cp
     most ``nets.judge_epochs`` epochs, the epoch with the best accuracy on the held-out
     tenth kept (no test image is used to train or choose it).  ``info["test_accuracy"]``
     on the full test split."""
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     s = train_seed("judge", seed)
     epochs = profile.nets.judge_epochs
     cfg = _base("judge_classifier", dataset, profile, s, arch="SmallCNN-64", epochs=epochs,
@@ -144,22 +164,20 @@ def _held_out_judge(kind: str, arch: str, build, purpose: str, dataset: str, pro
     return cached(kind, cfg, build, train, device, use_cache)
 
 
+@_normalised
 def judge_resnet(dataset: str, profile="standard", seed: int = 0, device="cpu",
                  use_cache: bool = True):
     """The residual-network judge (:class:`~cflib.models.ResNetJudge`: batch norm, global
     average pooling), trained as :func:`judge_classifier` with its own seed."""
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     return _held_out_judge("judge_resnet", "ResNet 16-32-64 BN GAP", ResNetJudge,
                            "judge_resnet", dataset, profile, seed, device, use_cache)
 
 
+@_normalised
 def judge_mlp(dataset: str, profile="standard", seed: int = 0, device="cpu",
               use_cache: bool = True):
     """The multilayer-perceptron judge (:class:`~cflib.models.MLPJudge`, 784-512-256-10),
     trained as :func:`judge_classifier` with its own seed."""
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     return _held_out_judge("judge_mlp", "MLP 784-512-256", MLPJudge, "judge_mlp", dataset,
                            profile, seed, device, use_cache)
 
@@ -185,11 +203,11 @@ def judges(dataset: str, profile="standard", seed: int = 0, device="cpu",
 AE_VAL_FRACTION = 0.1
 
 
+@_normalised
 def autoencoder_split(dataset: str, cls: int | None, profile="standard", seed: int = 0):
     """The training images of an autoencoder and its held-out validation images: the
     train split (of class ``cls``, or all classes), ``profile.ae_subset`` of them, split
     by a seeded permutation into (1 - AE_VAL_FRACTION, AE_VAL_FRACTION)."""
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     seed = train_seed("autoencoder", seed)
     x, y = load_split(dataset, "train")
     if cls is not None:
@@ -198,6 +216,7 @@ def autoencoder_split(dataset: str, cls: int | None, profile="standard", seed: i
     return holdout(x, AE_VAL_FRACTION, seed)
 
 
+@_normalised
 def autoencoder(dataset: str, cls: int | None, profile="standard", seed: int = 0,
                 device="cpu", use_cache: bool = True, arch: str | None = None):
     """An autoencoder of one class (``cls``) or of all classes (``cls=None``).
@@ -209,8 +228,6 @@ def autoencoder(dataset: str, cls: int | None, profile="standard", seed: int = 0
     :func:`autoencoder_split`, whose best epoch is kept.  ``info`` holds the validation
     and test reconstruction errors per pixel and the epochs run.
     """
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     arch = arch or (ALL_CLASS_AE if cls is None else IM_CLASS_AE)
     make_autoencoder(arch)  # an unknown architecture fails before any training
     if cls is not None:
@@ -240,6 +257,7 @@ def _dcgan_config(dataset: str, profile: Profile, seed: int) -> dict:
                  subset=profile.c3lt.dcgan_subset)
 
 
+@_normalised
 def dcgan(dataset: str, profile="standard", seed: int = 0, device="cpu",
           use_cache: bool = True):
     """The DCGAN of the C3LT code (latent 100, ngf=ndf=64, 28x28, tanh), trained on TRAIN.
@@ -248,8 +266,6 @@ def dcgan(dataset: str, profile="standard", seed: int = 0, device="cpu",
     ``dcgan_epochs`` epochs on ``dcgan_subset`` images of all classes.  Returns
     ``((generator, discriminator), info)``; both come from one cached module.
     """
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     seed = train_seed("dcgan", seed)
     cfg = _dcgan_config(dataset, profile, seed)
     sizes = profile.c3lt
@@ -263,6 +279,7 @@ def dcgan(dataset: str, profile="standard", seed: int = 0, device="cpu",
     return (gan.generator.eval(), gan.discriminator.eval()), info
 
 
+@_normalised
 def c3lt_encoder(dataset: str, profile="standard", seed: int = 0, device="cpu",
                  use_cache: bool = True):
     """The C3LT image->latent encoder (``EncoderDCGAN``) that inverts :func:`dcgan`'s generator.
@@ -272,8 +289,6 @@ def c3lt_encoder(dataset: str, profile="standard", seed: int = 0, device="cpu",
     key holds the generator's key, so a retrained GAN gets a new encoder.
     ``info["test_recon_l1"]`` is the mean |G(E(x)) - x| on 1000 test images.
     """
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     s = train_seed("encoder", seed)
     sizes = profile.c3lt
     cfg = _base("c3lt_encoder", dataset, profile, s, arch="EncoderDCGAN-100",
@@ -300,6 +315,7 @@ def c3lt_encoder(dataset: str, profile="standard", seed: int = 0, device="cpu",
 PAIR_ENCODER_LR = 1e-4  # fine-tuning a trained encoder: a tenth of its training rate
 
 
+@_normalised
 def c3lt_pair_encoder(dataset: str, pair, profile="standard", seed: int = 0, device="cpu",
                       use_cache: bool = True):
     """C3LT's encoder for one class pair: the all-class :func:`c3lt_encoder` fine-tuned
@@ -311,8 +327,6 @@ def c3lt_pair_encoder(dataset: str, pair, profile="standard", seed: int = 0, dev
     |G(E(x)) - x| on the pair's test images."""
     import copy
 
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     q, t = (check_class(c, 10, "pair class") for c in pair)
     base, base_info = c3lt_encoder(dataset, profile, seed, device, use_cache)
     epochs = profile.c3lt.pair_encoder_epochs
@@ -343,6 +357,7 @@ def c3lt_pair_encoder(dataset: str, pair, profile="standard", seed: int = 0, dev
 BAYES_N_SAMPLES = 20  # posterior samples per prediction (MC-dropout masks / BNN weight draws)
 
 
+@_normalised
 def mc_dropout_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                           use_cache: bool = True):
     """The C3LT CNN trained with dropout 0.5 and used with dropout on (MC dropout).
@@ -353,8 +368,6 @@ def mc_dropout_classifier(dataset: str, profile="standard", seed: int = 0, devic
     accuracy of the posterior-mean prediction on the full test split,
     ``info["test_accuracy_deterministic"]`` that of the dropout-off network.
     """
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     seed = train_seed("bayes_model", seed)
     epochs, subset = profile.bayes.epochs, profile.nets.train_subset
     cfg = _base("mc_dropout_classifier", dataset, profile, seed, arch="MCDropoutCNN",
@@ -373,6 +386,7 @@ def mc_dropout_classifier(dataset: str, profile="standard", seed: int = 0, devic
                   train, device, use_cache)
 
 
+@_normalised
 def bnn_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                    use_cache: bool = True):
     """A Bayes-by-Backprop network (C3LT trunk, mean-field Gaussian FC layers).
@@ -382,8 +396,6 @@ def bnn_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu"
     average the softmax over ``BAYES_N_SAMPLES`` fixed weight draws.  Returns
     (model, info) as :func:`mc_dropout_classifier`.
     """
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     seed = train_seed("bayes_model", seed)
     epochs, subset = profile.bayes.epochs, profile.nets.train_subset
     cfg = _base("bnn_classifier", dataset, profile, seed, arch="BayesByBackpropCNN",
@@ -404,12 +416,12 @@ def bnn_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu"
 
 
 # -- the quantization chapter (Yahyati et al. 2026) ------------------------------------------
+@_normalised
 def quant_pool(dataset: str, profile="standard", seed: int = 0) -> Pool:
     """The chapter's training pool: ``quant.train_subset`` training images drawn with the
     training seed, then a seeded permutation splits off ``quant.val_fraction`` of them for
     validation, calibration and initialisation (5,000 -> 4,500 / 500 at standard, as the
     public code).  An empty split is a ValueError naming the profile fields to raise."""
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     seed = train_seed("quant_pool", seed)      # the pool's own seed from here on
     frac = float(profile.quant.val_fraction)
     if not 0 <= frac < 1:
@@ -431,11 +443,11 @@ def _pool_spec(profile: Profile, seed: int) -> dict:
             "val_fraction": profile.quant.val_fraction, "seed": seed}
 
 
+@_normalised
 def quant_test_split(dataset: str, profile="standard", seed: int = 0):
     """The images Accuracy is measured on: the full test split (the public code uses its
     ~115 queries), or ``quant.test_subset`` of them drawn with the seed of
     ``quant_test``."""
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     return subsample(*load_split(dataset, "test"), profile.quant.test_subset,
                      Seeds(data=seed)("quant_test"))
 
@@ -446,14 +458,13 @@ def _timed(fn):
     return time.perf_counter() - t0
 
 
+@_normalised
 def small_cnn(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
               use_cache: bool = True):
     """The chapter's FP32 SmallCNN: AdamW (lr 1e-3, weight decay 1e-4), batch 128,
     ``quant.clf_epochs`` epochs on the pool's training images, no selection (the code's
     ``_train_classifier``).  ``info``: ``train_seconds`` (T_fp, stored so a cached re-run
     reproduces it) and ``test_accuracy`` (:func:`quant_test_split`)."""
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     s = train_seed("quant_model", seed)
     epochs, patience = profile.quant.clf_epochs, profile.quant.clf_patience
     cfg = _base("small_cnn", dataset, profile, s, arch="SmallCNN-64", epochs=epochs,
@@ -480,6 +491,7 @@ def small_cnn(dataset: str = "fmnist", profile="standard", seed: int = 0, device
 RETRAIN = "FP32 + retrain"
 
 
+@_normalised
 def small_cnn_retrained(dataset: str = "fmnist", profile="standard", seed: int = 0,
                         device="cpu", use_cache: bool = True, *, fp=None):
     """The control of the QAT rows, ``FP32 + retrain``: the FP model trained for the QAT
@@ -489,8 +501,6 @@ def small_cnn_retrained(dataset: str = "fmnist", profile="standard", seed: int =
     ``info``: ``compress_seconds``, ``test_accuracy``."""
     import copy
 
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     if fp is None:
         fp, _ = small_cnn(dataset, profile, seed, device, use_cache)
     s = train_seed("quant_model", seed)
@@ -512,14 +522,13 @@ def small_cnn_retrained(dataset: str = "fmnist", profile="standard", seed: int =
                   use_cache)
 
 
+@_normalised
 def latent_autoencoder(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
                        use_cache: bool = True):
     """The recourse solver's autoencoder (latent 32): Adam 1e-3, MSE, batch 128,
     ``quant.ae_epochs`` epochs on the pool's training images of all classes; then the
     per-dimension statistics of their codes (``fit_latent_stats``), kept in the cache.
     ``info``: ``train_seconds``, ``test_mse`` (on 1,000 test images, [-1, 1] scale)."""
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     s = train_seed("quant_model", seed)
     epochs = profile.quant.ae_epochs
     cfg = _base("latent_autoencoder", dataset, profile, s, arch="LatentAutoencoder-32",
@@ -539,6 +548,7 @@ def latent_autoencoder(dataset: str = "fmnist", profile="standard", seed: int = 
     return cached("latent_autoencoder", cfg, LatentAutoencoder, train, device, use_cache)
 
 
+@_normalised
 def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
                use_cache: bool = True, *, fp=None, temperature: float = 2.0, alpha: float = 0.5,
                epochs: int | None = None):
@@ -546,8 +556,6 @@ def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, devic
     ``quant.clf_epochs``) on ``alpha CE + (1 - alpha) T^2 KL`` against the FP model ``fp``
     (default :func:`small_cnn`), with the FP recipe's optimiser.  The key holds the FP
     model's fingerprint.  ``info``: ``train_seconds``, ``test_accuracy``."""
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     epochs = profile.quant.clf_epochs if epochs is None else int(epochs)
     if fp is None:
         fp, _ = small_cnn(dataset, profile, seed, device, use_cache)
@@ -573,13 +581,13 @@ def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, devic
     return cached("kd_student", cfg, SmallCNN, train, device, use_cache)
 
 
+@_normalised
 def recipe_config(name: str, profile="standard"):
     """A row's compression recipe with the epochs of ``profile`` and, for the QAT rows, its
     bit budget, penalty weight and policy learning rate (``quant.bit_budget``,
     ``quant.bit_lambda``, ``quant.policy_lr``; nothing else changes)."""
     from cflib.quantization.recipes import get_recipe, with_epochs
 
-    profile = get_profile(profile)
     cfg = get_recipe(name)
     sizes = profile.quant
     if hasattr(cfg, "student_epochs"):
@@ -589,6 +597,7 @@ def recipe_config(name: str, profile="standard"):
     return with_epochs(cfg, sizes.calib_epochs)
 
 
+@_normalised
 def quantized(method: str, dataset: str = "fmnist", profile="standard", seed: int = 0,
               device="cpu", use_cache: bool = True, *, target: int = 0, config=None, fp=None,
               autoencoder=None):
@@ -605,8 +614,6 @@ def quantized(method: str, dataset: str = "fmnist", profile="standard", seed: in
     """
     from dataclasses import asdict
 
-    check_device(device)
-    dataset, profile = canonical_dataset(dataset), get_profile(profile)
     config = recipe_config(method, profile) if config is None else config
     t = check_class(target, 10, "target")
     if fp is None:
