@@ -430,7 +430,7 @@ BAD = [
      r"Toy has no argument\(s\) \['steps'\]; its config ToyConfig takes"),
     (toy.Toy, {"step": 2.0}, {}, ValueError, r"ToyConfig.step must be in \(0, 1\], got 2.0"),
     (toy.Picky, {"step": 0.5}, {}, ValueError, r"Picky takes a step of at most 0.3"),
-    (toy.Toy, {}, {"tables": ["c3lt-cifar"]}, ValueError, r"unknown table\(s\) \['c3lt-cifar'\]"),
+    (toy.Toy, {}, {"tables": ["c3lt-cifar"]}, ValueError, r"unknown table 'c3lt-cifar'"),
     (toy.Toy, {}, {"pairs": ["0->2"]}, ValueError,
      r"pair 0->2 is not a pair of the table\(s\) asked for .*c3lt-mnist: 4->9, 3->8, 5->6"),
     (toy.Toy, {}, {"pairs": ["4->12"]}, ValueError, r"class 12 of pair 4->12"),

@@ -83,6 +83,18 @@ def test_imports_point_down(name):
     assert not up, f"{name} ({layer(name)}) imports from a layer above it: {up}"
 
 
+def test_the_book_runs_its_pages_and_the_pages_do_not_run_the_book():
+    """Inside ``cflib.book``: ``runs`` (executing chapters) imports ``report`` (what a page
+    shows), never the reverse; the paths both need live in ``cflib.book.chapters``."""
+    graph = import_graph()
+    report = [m for m in graph if m.startswith("cflib.book.report")]
+    assert len(report) >= 5
+    up = {m: sorted(t for t in graph[m] if t.startswith("cflib.book.runs")) for m in report}
+    assert not {m: t for m, t in up.items() if t}, up
+    assert any(t.startswith("cflib.book.report") for m in graph
+               if m.startswith("cflib.book.runs") for t in graph[m])
+
+
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The import circles of a graph: its strongly connected components of more than one
     module (Tarjan)."""

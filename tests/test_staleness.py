@@ -138,7 +138,7 @@ def test_a_compute_cell_edit_means_re_executing_a_presentation_cell_edit_re_rend
 def test_a_prose_edit_is_only_prose(project):
     _edit(project["root"] / "notebooks" / "toy.py", "# Its prose.", "# Its new prose.")
     st = _st(project)
-    assert st.kind == "prose" and digests.stale_reasons is not None
+    assert st.kind == "prose" and st.prose
     assert not st.compute and not st.presentation
 
 

@@ -57,6 +57,7 @@ from cflib.explainers import (
     Schut,
     Wachter,
 )
+from cflib.names import unknown_name
 from cflib.tensors import check_classifier, model_device
 
 #: what ``build(..., **data)`` may be given instead of what the builder would load
@@ -323,11 +324,7 @@ CATALOG: dict[str, Entry] = {e.name: e for e in (
 def get_entry(name: str) -> Entry:
     """The catalog entry of a method name, or a ValueError listing the names."""
     if name not in CATALOG:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), list(CATALOG), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown method {name!r}{hint}; choose one of {list(CATALOG)}")
+        raise unknown_name("method", name, CATALOG)
     return CATALOG[name]
 
 

@@ -81,7 +81,7 @@ import torch
 import cflib
 from cflib.bench import catalog
 from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT, pair_label
-from cflib.bench.profiles import Profile, get_profile
+from cflib.bench.profiles import Profile, get_profile, normalised
 from cflib.bench.results import (
     CELL,
     CLASSIFIER,
@@ -94,8 +94,8 @@ from cflib.bench.tables.registry import BENCH_TABLES, BenchTable, as_seeds
 from cflib.explainers import Explainer, from_function, records
 from cflib.io import atomic_write
 from cflib.metrics.spec import get_spec
+from cflib.names import unknown_name
 from cflib.scopes import seeded
-from cflib.tensors import check_device
 
 log = logging.getLogger("cflib")
 
@@ -731,11 +731,7 @@ def check_tables(tables) -> list[BenchTable]:
         raise ValueError(f"tables must name at least one table of {list(TABLES)}")
     bad = [k for k in keys if k not in TABLES]
     if bad:
-        import difflib
-
-        close = difflib.get_close_matches(str(bad[0]), list(TABLES), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown table(s) {bad}{hint}; choose from {list(TABLES)}")
+        raise unknown_name("table", bad[0], TABLES)
     return [TABLES[k] for k in keys]
 
 
@@ -842,15 +838,15 @@ class Plan:
         return cmp
 
 
+@normalised
 def prepare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None = None,
             pairs=None, n_images: int | None = None, out=None, seeds: Seeds = Seeds(), *,
             device="cpu", results_name: str = "comparison", book_results=None,
             page: Callable | None = None, book_methods: bool = True) -> Plan:
     """Check every argument of :func:`compare` and return the :class:`Plan` that runs it;
     nothing is loaded, trained or written.  Errors name the argument and the fix."""
-    check_device(device)
     tabs = check_tables(tables)
-    prof = get_profile(profile)
+    prof = profile
     seeds = as_seeds(seeds)
     if n_images is not None and (isinstance(n_images, bool) or not isinstance(n_images, int)
                                  or n_images < 4):

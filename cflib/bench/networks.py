@@ -22,7 +22,7 @@ from pathlib import Path
 from cflib import provenance as prov
 from cflib import shipped
 from cflib.bench.data import CF_PAIRS
-from cflib.bench.profiles import get_profile
+from cflib.bench.profiles import normalised
 from cflib.cache import cache_key, cache_root, events, networks_used, read_entry
 
 #: where ``cflib networks ship`` writes by default: ``networks/`` of the project
@@ -33,6 +33,7 @@ MEASURING_KINDS = frozenset({"classifier", "autoencoder", "feature_net", "judge_
                              "bnn_classifier", "small_cnn"})
 
 
+@normalised
 def measuring_networks(profile="standard", seed: int = 0, device="cpu") -> list[dict]:
     """Load (or train) every measuring network of the book's chapters at ``profile`` and
     training seed ``seed``; the :func:`cflib.cache.networks_used` records of them, one per
@@ -40,7 +41,7 @@ def measuring_networks(profile="standard", seed: int = 0, device="cpu") -> list[
     from cflib.bench import zoo
     from cflib.bench.tables import bayes, c3lt
 
-    prof = get_profile(profile)
+    prof = profile
     before = len(networks_used())
     for dataset, pairs in CF_PAIRS.items():
         c3lt.load_eval_models(dataset, [c for p in pairs for c in p], prof, seed, device)

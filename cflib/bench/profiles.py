@@ -11,6 +11,8 @@ chapters), :class:`BayesSizes` and :class:`QuantSizes`; read them as
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import asdict, dataclass, fields, replace
 
 
@@ -186,3 +188,28 @@ def get_profile(name: str | Profile, **overrides) -> Profile:
     if unknown:
         raise ValueError(f"unknown profile group(s) {unknown}; a profile has {sorted(_GROUPS)}")
     return replace(prof, **{g: replace(getattr(prof, g), **v) for g, v in overrides.items()})
+
+
+def normalised(fn):
+    """A public harness function with its arguments normalised once, here, before its body
+    runs: ``device`` checked (:func:`cflib.tensors.check_device`), ``dataset`` by its
+    canonical name (``None`` left as is), ``profile`` as a :class:`Profile`."""
+    from cflib.bench.data import canonical_dataset
+    from cflib.tensors import check_device
+
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        a = bound.arguments
+        if "device" in a:
+            check_device(a["device"])
+        if a.get("dataset") is not None:
+            a["dataset"] = canonical_dataset(a["dataset"])
+        if "profile" in a:
+            a["profile"] = get_profile(a["profile"])
+        return fn(*bound.args, **bound.kwargs)
+
+    return wrapper

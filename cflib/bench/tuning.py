@@ -58,7 +58,7 @@ from cflib.bench.data import (
     holdout,
     load_split,
 )
-from cflib.bench.profiles import get_profile
+from cflib.bench.profiles import get_profile, normalised
 from cflib.bench.results import write_table
 from cflib.bench.seeds import Seeds
 from cflib.explainers import C3LTInverted, ExpGAN, ExpGANConfig
@@ -81,12 +81,13 @@ def separation_auc(low: torch.Tensor, high: torch.Tensor) -> float:
     return float(gt + 0.5 * eq)
 
 
+@normalised
 def tune_im_autoencoder(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                         device="cpu", candidates=IM_AE_CANDIDATES) -> pd.DataFrame:
     """The evidence for :data:`cflib.bench.choices.IM_CLASS_AE`: one row per (dataset, architecture,
     metric); metrics ``AUC``, ``IM1_target_median``, ``IM1_query_median``,
     ``val_mse_query``, ``val_mse_target``, ``epochs_query``, ``epochs_target``."""
-    prof = get_profile(profile)
+    prof = profile
     rows = []
     for d in map(canonical_dataset, datasets):
         q, t = VALIDATION_PAIRS[d]
@@ -127,6 +128,7 @@ def best_im_autoencoder(df: pd.DataFrame) -> str:
 
 
 # -- ExplainGAN's loss weights -------------------------------------------------------------
+@normalised
 def tune_expgan(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                 device="cpu", candidates=None) -> pd.DataFrame:
     """The evidence for ExpGAN's loss weights: per dataset, table pair and candidate,
@@ -139,7 +141,7 @@ def tune_expgan(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
     this is not tuning on the evaluation data.  The candidates include the default
     weights (``defaults``), themselves a choice inherited from an earlier search, so
     that they are re-examined the same way."""
-    prof = get_profile(profile)
+    prof = profile
     candidates = candidates or EXPGAN_CANDIDATES
     rows = []
     for d in map(canonical_dataset, datasets):
@@ -207,6 +209,7 @@ C3LT_CANDIDATES: dict[str, dict] = {
 }
 
 
+@normalised
 def tune_c3lt(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0, device="cpu",
               candidates=None, n_queries: int = 100) -> pd.DataFrame:
     """What each budget lever of C3LT's mappings buys, on the validation pairs: for each
@@ -217,7 +220,7 @@ def tune_c3lt(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0, d
     diagnostics, the updates made and the training seconds.  The last candidate is also
     scored with test-time inversion (``... + inversion``: no retraining)."""
 
-    prof = get_profile(profile)
+    prof = profile
     candidates = candidates or C3LT_CANDIDATES
     rows = []
     for d in map(canonical_dataset, datasets):
@@ -360,6 +363,7 @@ def levers_run(levers: pd.DataFrame) -> str:
     return out
 
 
+@normalised
 def tune_c3lt_levers(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                      device="cpu", levers=None, n_queries: int = 100) -> pd.DataFrame:
     """C3LT's query dependence against its levers, on the validation pairs: for each
@@ -368,7 +372,7 @@ def tune_c3lt_levers(datasets=("mnist", "fmnist"), profile="standard", seed: int
     explains ``n_queries`` test images of the validation pair's query class; rows: the
     proximity and validity readings, each judge's validity and the strict reading,
     IM1, the diversity and the query dependence (:func:`_c3lt_scores`)."""
-    prof = get_profile(profile)
+    prof = profile
     levers = levers or C3LT_LEVERS
     rows = []
     for d in map(canonical_dataset, datasets):
@@ -388,6 +392,7 @@ def tune_c3lt_levers(datasets=("mnist", "fmnist"), profile="standard", seed: int
     return pd.DataFrame(rows)
 
 
+@normalised
 def tune_c3lt_budget(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                      device="cpu", budgets=None, n_queries: int = 100,
                      generator: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -457,6 +462,7 @@ def _generator_columns(prof) -> dict:
 LATENT_LAMBDAS = (0.0, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 
 
+@normalised
 def tune_latent_search(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                        device="cpu", lambdas=LATENT_LAMBDAS, n_queries: int = 100,
                        generator: dict | None = None) -> pd.DataFrame:
@@ -509,6 +515,7 @@ def best_latent_lambda(df: pd.DataFrame, dataset: str, min_validity: float = 0.9
 GENERATOR_EPOCHS = (1, 5)
 
 
+@normalised
 def tune_c3lt_generator(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                         device="cpu", epochs=GENERATOR_EPOCHS, budget: str | None = None,
                         n_queries: int = 100) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -516,7 +523,7 @@ def tune_c3lt_generator(datasets=("mnist", "fmnist"), profile="standard", seed: 
     DCGAN and the encoder trained ``e`` epochs for each ``e`` of ``epochs``, Latent
     search's frontier and C3LT at the profile's budget (or ``budget``, a key of
     :data:`C3LT_BUDGETS`).  Returns (scores with a ``kind`` column, C3LT's curves)."""
-    prof = get_profile(profile)
+    prof = profile
     over = C3LT_BUDGETS[budget] if budget else {}
     frames, curves = [], []
     for e in epochs:
@@ -531,6 +538,7 @@ def tune_c3lt_generator(datasets=("mnist", "fmnist"), profile="standard", seed: 
     return pd.concat(frames, ignore_index=True), pd.concat(curves, ignore_index=True)
 
 
+@normalised
 def train_generators(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
                      device="cpu", epochs=GENERATOR_EPOCHS) -> pd.DataFrame:
     """Train (into the weight cache) the DCGAN and encoder of each generator of the lever,

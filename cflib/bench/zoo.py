@@ -9,16 +9,14 @@ trained.
 """
 from __future__ import annotations
 
-import functools
-import inspect
 import time
 from dataclasses import replace
 
 import torch
 
 from cflib.bench.choices import ALL_CLASS_AE, IM_CLASS_AE
-from cflib.bench.data import canonical_dataset, class_subset, holdout, load_split, subsample
-from cflib.bench.profiles import Profile, get_profile
+from cflib.bench.data import class_subset, holdout, load_split, subsample
+from cflib.bench.profiles import Profile, normalised
 from cflib.bench.seeds import Seeds, train_seed
 from cflib.cache import cache_key, cached, fingerprint
 from cflib.models import (
@@ -43,30 +41,9 @@ from cflib.quantization.recipes import (
     compress,
     train_kd_student,
 )
-from cflib.tensors import check_class, check_device
+from cflib.tensors import check_class
 from cflib.training import accuracy, reconstruction_mse, train_autoencoder, train_classifier
 
-
-def _normalised(fn):
-    """A public zoo function with its arguments normalised once, here: the device checked,
-    the dataset's canonical name, the profile as a :class:`Profile` (the function's body
-    sees them so)."""
-    sig = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        bound = sig.bind(*args, **kwargs)
-        bound.apply_defaults()
-        a = bound.arguments
-        if "device" in a:
-            check_device(a["device"])
-        if "dataset" in a:
-            a["dataset"] = canonical_dataset(a["dataset"])
-        if "profile" in a:
-            a["profile"] = get_profile(a["profile"])
-        return fn(*bound.args, **bound.kwargs)
-
-    return wrapper
 
 def _base(kind, dataset, profile: Profile, seed, **hp):
     return {"kind": kind, "dataset": dataset, "profile": profile.name, "seed": seed, **hp}
@@ -88,7 +65,7 @@ def _trained_classifier(kind: str, arch: str, build, dataset: str, profile: Prof
     return cached(kind, cfg, build, train, device, use_cache)
 
 
-@_normalised
+@normalised
 def classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                use_cache: bool = True):
     """The C3LT CNN, trained with Adam (lr 1e-3, batch 128); returns (model, info).
@@ -100,7 +77,7 @@ def classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                                profile.nets.clf_epochs, device, use_cache)
 
 
-@_normalised
+@normalised
 def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
                 use_cache: bool = True):
     """The FID/KID feature network (128-d), trained as a classifier on the dataset
@@ -113,7 +90,7 @@ def feature_net(dataset: str, profile="standard", seed: int = 0, device="cpu",
 JUDGE_VAL_FRACTION = 0.1
 
 
-@_normalised
+@normalised
 def judge_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                      use_cache: bool = True):
     """The independent classifier that judges ``Validity (independent classifier)``:
@@ -164,7 +141,7 @@ def _held_out_judge(kind: str, arch: str, build, purpose: str, dataset: str, pro
     return cached(kind, cfg, build, train, device, use_cache)
 
 
-@_normalised
+@normalised
 def judge_resnet(dataset: str, profile="standard", seed: int = 0, device="cpu",
                  use_cache: bool = True):
     """The residual-network judge (:class:`~cflib.models.ResNetJudge`: batch norm, global
@@ -173,7 +150,7 @@ def judge_resnet(dataset: str, profile="standard", seed: int = 0, device="cpu",
                            "judge_resnet", dataset, profile, seed, device, use_cache)
 
 
-@_normalised
+@normalised
 def judge_mlp(dataset: str, profile="standard", seed: int = 0, device="cpu",
               use_cache: bool = True):
     """The multilayer-perceptron judge (:class:`~cflib.models.MLPJudge`, 784-512-256-10),
@@ -203,7 +180,7 @@ def judges(dataset: str, profile="standard", seed: int = 0, device="cpu",
 AE_VAL_FRACTION = 0.1
 
 
-@_normalised
+@normalised
 def autoencoder_split(dataset: str, cls: int | None, profile="standard", seed: int = 0):
     """The training images of an autoencoder and its held-out validation images: the
     train split (of class ``cls``, or all classes), ``profile.ae_subset`` of them, split
@@ -216,7 +193,7 @@ def autoencoder_split(dataset: str, cls: int | None, profile="standard", seed: i
     return holdout(x, AE_VAL_FRACTION, seed)
 
 
-@_normalised
+@normalised
 def autoencoder(dataset: str, cls: int | None, profile="standard", seed: int = 0,
                 device="cpu", use_cache: bool = True, arch: str | None = None):
     """An autoencoder of one class (``cls``) or of all classes (``cls=None``).
@@ -257,7 +234,7 @@ def _dcgan_config(dataset: str, profile: Profile, seed: int) -> dict:
                  subset=profile.c3lt.dcgan_subset)
 
 
-@_normalised
+@normalised
 def dcgan(dataset: str, profile="standard", seed: int = 0, device="cpu",
           use_cache: bool = True):
     """The DCGAN of the C3LT code (latent 100, ngf=ndf=64, 28x28, tanh), trained on TRAIN.
@@ -279,7 +256,7 @@ def dcgan(dataset: str, profile="standard", seed: int = 0, device="cpu",
     return (gan.generator.eval(), gan.discriminator.eval()), info
 
 
-@_normalised
+@normalised
 def c3lt_encoder(dataset: str, profile="standard", seed: int = 0, device="cpu",
                  use_cache: bool = True):
     """The C3LT image->latent encoder (``EncoderDCGAN``) that inverts :func:`dcgan`'s generator.
@@ -315,7 +292,7 @@ def c3lt_encoder(dataset: str, profile="standard", seed: int = 0, device="cpu",
 PAIR_ENCODER_LR = 1e-4  # fine-tuning a trained encoder: a tenth of its training rate
 
 
-@_normalised
+@normalised
 def c3lt_pair_encoder(dataset: str, pair, profile="standard", seed: int = 0, device="cpu",
                       use_cache: bool = True):
     """C3LT's encoder for one class pair: the all-class :func:`c3lt_encoder` fine-tuned
@@ -357,7 +334,7 @@ def c3lt_pair_encoder(dataset: str, pair, profile="standard", seed: int = 0, dev
 BAYES_N_SAMPLES = 20  # posterior samples per prediction (MC-dropout masks / BNN weight draws)
 
 
-@_normalised
+@normalised
 def mc_dropout_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                           use_cache: bool = True):
     """The C3LT CNN trained with dropout 0.5 and used with dropout on (MC dropout).
@@ -386,7 +363,7 @@ def mc_dropout_classifier(dataset: str, profile="standard", seed: int = 0, devic
                   train, device, use_cache)
 
 
-@_normalised
+@normalised
 def bnn_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu",
                    use_cache: bool = True):
     """A Bayes-by-Backprop network (C3LT trunk, mean-field Gaussian FC layers).
@@ -416,7 +393,7 @@ def bnn_classifier(dataset: str, profile="standard", seed: int = 0, device="cpu"
 
 
 # -- the quantization chapter (Yahyati et al. 2026) ------------------------------------------
-@_normalised
+@normalised
 def quant_pool(dataset: str, profile="standard", seed: int = 0) -> Pool:
     """The chapter's training pool: ``quant.train_subset`` training images drawn with the
     training seed, then a seeded permutation splits off ``quant.val_fraction`` of them for
@@ -443,7 +420,7 @@ def _pool_spec(profile: Profile, seed: int) -> dict:
             "val_fraction": profile.quant.val_fraction, "seed": seed}
 
 
-@_normalised
+@normalised
 def quant_test_split(dataset: str, profile="standard", seed: int = 0):
     """The images Accuracy is measured on: the full test split (the public code uses its
     ~115 queries), or ``quant.test_subset`` of them drawn with the seed of
@@ -458,7 +435,7 @@ def _timed(fn):
     return time.perf_counter() - t0
 
 
-@_normalised
+@normalised
 def small_cnn(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
               use_cache: bool = True):
     """The chapter's FP32 SmallCNN: AdamW (lr 1e-3, weight decay 1e-4), batch 128,
@@ -491,7 +468,7 @@ def small_cnn(dataset: str = "fmnist", profile="standard", seed: int = 0, device
 RETRAIN = "FP32 + retrain"
 
 
-@_normalised
+@normalised
 def small_cnn_retrained(dataset: str = "fmnist", profile="standard", seed: int = 0,
                         device="cpu", use_cache: bool = True, *, fp=None):
     """The control of the QAT rows, ``FP32 + retrain``: the FP model trained for the QAT
@@ -522,7 +499,7 @@ def small_cnn_retrained(dataset: str = "fmnist", profile="standard", seed: int =
                   use_cache)
 
 
-@_normalised
+@normalised
 def latent_autoencoder(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
                        use_cache: bool = True):
     """The recourse solver's autoencoder (latent 32): Adam 1e-3, MSE, batch 128,
@@ -548,7 +525,7 @@ def latent_autoencoder(dataset: str = "fmnist", profile="standard", seed: int = 
     return cached("latent_autoencoder", cfg, LatentAutoencoder, train, device, use_cache)
 
 
-@_normalised
+@normalised
 def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, device="cpu",
                use_cache: bool = True, *, fp=None, temperature: float = 2.0, alpha: float = 0.5,
                epochs: int | None = None):
@@ -581,7 +558,7 @@ def kd_student(dataset: str = "fmnist", profile="standard", seed: int = 0, devic
     return cached("kd_student", cfg, SmallCNN, train, device, use_cache)
 
 
-@_normalised
+@normalised
 def recipe_config(name: str, profile="standard"):
     """A row's compression recipe with the epochs of ``profile`` and, for the QAT rows, its
     bit budget, penalty weight and policy learning rate (``quant.bit_budget``,
@@ -597,7 +574,7 @@ def recipe_config(name: str, profile="standard"):
     return with_epochs(cfg, sizes.calib_epochs)
 
 
-@_normalised
+@normalised
 def quantized(method: str, dataset: str = "fmnist", profile="standard", seed: int = 0,
               device="cpu", use_cache: bool = True, *, target: int = 0, config=None, fp=None,
               autoencoder=None):

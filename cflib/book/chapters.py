@@ -35,6 +35,9 @@ from cflib.bench.tables.quant import check_methods as check_recipes
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 RESULTS_DIR = PROJECT_ROOT / "results"
 RUNS_DIR = PROJECT_ROOT / "_build" / "runs"
+#: the executed chapters and their discussion templates
+CHAPTER_DIR = PROJECT_ROOT / "book" / "chapters"
+DISCUSSION = PROJECT_ROOT / "book" / "discussion"
 #: the book's own run; anything else writes beside it
 BOOK_RUN = {"profile": "standard", "train_seed": 0, "data_seed": 0, "device": "cpu"}
 #: ... at this many CPU threads (CPU training differs with the thread count)

@@ -41,6 +41,7 @@ from cflib.explainers.records import FitRecord
 from cflib.explainers.roar import ROAR, ROARConfig
 from cflib.explainers.schut import Schut, SchutConfig
 from cflib.explainers.wachter import BayesCF, Wachter, WachterConfig
+from cflib.names import unknown_name
 
 #: method name as the papers spell it -> explainer class
 EXPLAINERS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
@@ -54,11 +55,7 @@ EXPLAINERS: dict[str, type[Explainer]] = {cls.name: cls for cls in (
 def get_explainer(name: str) -> type[Explainer]:
     """The explainer class of a method name, or a ValueError listing the names."""
     if name not in EXPLAINERS:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), list(EXPLAINERS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown method {name!r}{hint}; choose one of {list(EXPLAINERS)}")
+        raise unknown_name("method", name, EXPLAINERS)
     return EXPLAINERS[name]
 
 

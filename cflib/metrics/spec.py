@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from cflib.names import unknown_name
+
 #: every declared metric, by name
 SPECS: dict[str, "MetricSpec"] = {}
 
@@ -98,9 +100,5 @@ def get_spec(name: str) -> MetricSpec:
     """The spec of a metric name (every metric of :mod:`cflib.metrics` is registered when
     the package is imported)."""
     if name not in SPECS:
-        import difflib
-
-        close = difflib.get_close_matches(str(name), list(SPECS), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown metric {name!r}{hint}; known: {sorted(SPECS)}")
+        raise unknown_name("metric", name, sorted(SPECS))
     return SPECS[name]

@@ -198,9 +198,6 @@ class QuantSmallCNN(nn.Module):
     def policy_parameters(self) -> list[nn.Parameter]:
         return [q.logits for q in self.quantizers().values()]
 
-    def weight_parameters(self) -> list[nn.Parameter]:
-        return [p for m in self.weight_layers().values() for p in m.parameters()]
-
     def bit_cost(self) -> torch.Tensor:
         """The code's bit cost of the latest forward pass's selections (see
         :func:`cflib.quantization.fake.bit_cost`)."""

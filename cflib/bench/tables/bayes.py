@@ -56,7 +56,7 @@ from torch import nn
 from cflib.bench import catalog, zoo
 from cflib.bench.choices import IM_CLASS_AE
 from cflib.bench.data import canonical_dataset, check_data, load_split
-from cflib.bench.profiles import get_profile
+from cflib.bench.profiles import normalised
 from cflib.bench.results import CLASSIFIER, tidy
 from cflib.bench.runner import Table, evaluate
 from cflib.bench.runner import shape_checks as _shape_checks
@@ -256,6 +256,7 @@ def bayes_model(dataset: str = "mnist", model: str = "mc_dropout", profile="stan
     return MODELS[model](dataset, profile, seed, device)
 
 
+@normalised
 def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="standard",
                  seeds: Seeds = Seeds(), device="cpu", methods=BAYES_METHODS,
                  n_perturbations: int = 20, model_and_info=None,
@@ -270,8 +271,7 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
     when the caller already has it (else it is loaded from the cache).  The device, the
     arguments and the data files are checked first, before any network is loaded.
     """
-    check_device(device)
-    dataset, prof = canonical_dataset(dataset), get_profile(profile)
+    prof = profile
     methods = catalog.check_methods(methods)
     check_models([model])
     check_data([dataset])
@@ -425,15 +425,15 @@ class BayesRun:
         return acc.set_index("model")["value"]
 
 
+@normalised
 def run_bayesian_table(dataset: str = "mnist", models=tuple(MODELS), profile="standard",
                        seeds: Seeds = Seeds(), device="cpu", methods=BAYES_METHODS,
                        n_perturbations: int = 20, scales=DEFAULT_SCALES) -> BayesRun:
     """Run :func:`run_bayesian` for every Bayesian classifier; returns a :class:`BayesRun`.
     The device, the arguments and the data files are checked before any network is loaded."""
-    check_device(device)
     models = check_models(models)
     methods = catalog.check_methods(methods)
-    dataset, prof = canonical_dataset(dataset), get_profile(profile)
+    prof = profile
     check_data([dataset])
     rows, cfs, curves = [], {}, []
     first_network = len(networks_used())

@@ -19,13 +19,12 @@ from torch import nn
 from cflib.bench import catalog, zoo
 from cflib.bench.data import (
     CF_PAIRS,
-    canonical_dataset,
     check_data,
     class_subset,
     load_split,
     pair_label,
 )
-from cflib.bench.profiles import get_profile
+from cflib.bench.profiles import normalised
 from cflib.bench.results import CLASSIFIER, tidy, with_pair_means
 from cflib.bench.runner import Table, evaluate
 from cflib.bench.seeds import Seeds
@@ -57,7 +56,6 @@ from cflib.metrics import (
 )
 from cflib.metrics.aupc import AUPCResult
 from cflib.metrics.spec import MetricSpec, register
-from cflib.tensors import check_device
 
 log = logging.getLogger("cflib")
 
@@ -165,8 +163,6 @@ BUDGET_FRACTION = register(MetricSpec(
     "the share of the published optimisation the row received: C3LT's sum of learning "
     "rate x updates over the public code's (201 epochs at batch 128), CEM's iterations x "
     "rounds of c over the paper's 1000 x 10"))[0]
-#: what the runner derives after every method of a pair has run
-DERIVED_METRICS = (PROXIMITY_VS_REAL, BUDGET_FRACTION)
 C3LT_TABLE = Table("c3lt", tuple(C3LT_METHODS),
                    C3LT_METRICS + CVE_METRICS + (PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET))
 #: the paper's CEM budget (Dhurandhar et al. 2018's reference code): iterations x c-steps
@@ -185,10 +181,11 @@ def budget_fraction(explainer) -> float | None:
     return None
 
 
+@normalised
 def load_eval_models(dataset: str, classes, profile="standard", seed: int = 0,
                      device="cpu") -> EvalModels:
     """Classifier, class autoencoders for ``classes``, all-class AE and FID feature net."""
-    dataset, prof = canonical_dataset(dataset), get_profile(profile)
+    prof = profile
     clf, clf_info = zoo.classifier(dataset, prof, seed, device)
     aes = {c: zoo.autoencoder(dataset, c, prof, seed, device)[0] for c in sorted(set(classes))}
     aes[None] = zoo.autoencoder(dataset, None, prof, seed, device)[0]
@@ -309,6 +306,7 @@ class TableRun:
         return float(self.results.loc[self.results["method"] == CLASSIFIER, "value"].item())
 
 
+@normalised
 def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="standard",
                    seeds: Seeds = Seeds(), device="cpu", n_images: int | None = None) -> TableRun:
     """Run the methods of the C3LT table on each class pair and score every metric.
@@ -318,8 +316,7 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
     :class:`TableRun`.  The device, the arguments and the data files are checked first,
     before any network is loaded or trained.
     """
-    check_device(device)
-    dataset, prof = canonical_dataset(dataset), get_profile(profile)
+    prof = profile
     pairs = [catalog.check_pair(p, 10) for p in (pairs or CF_PAIRS[dataset])]
     methods = catalog.check_methods(methods or C3LT_METHODS)
     check_data([dataset])

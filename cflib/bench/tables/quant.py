@@ -43,8 +43,8 @@ import torch
 from torch import nn
 
 from cflib.bench import zoo
-from cflib.bench.data import canonical_dataset, check_data, load_split
-from cflib.bench.profiles import get_profile
+from cflib.bench.data import check_data, load_split
+from cflib.bench.profiles import normalised
 from cflib.bench.results import tidy
 from cflib.bench.runner import Table, evaluate
 from cflib.bench.runner import shape_checks as _shape_checks
@@ -88,6 +88,7 @@ from cflib.metrics.recourse import (
     VD_LOW,
 )
 from cflib.metrics.spec import MetricSpec, register
+from cflib.names import unknown_name
 from cflib.quantization.fake import check_bits
 from cflib.quantization.recipes import RECIPES, magnitude_prune
 from cflib.tensors import check_class, check_device, logits_on
@@ -102,10 +103,7 @@ MIXEDPREC = "MixedPrec-QAT"      # the public code's runtime script's denominato
 #: the rows of the chapter: FP32 (reference) and its retrained control first, then the
 #: listing's order
 QUANT_ROWS = [FP32, RETRAIN, *RECIPES]
-PTQ_ROWS = ["PTQ INT8", "PTQ INT4", "CF-PTQ"]
 QAT_ROWS = ["MixedPrec-QAT", "CFQ-QAT", "KD+Quant", "Prune+Quant"]
-#: the protocol check rows (the ``variant`` column)
-CHECK_VARIANTS = ("repo_init", "raw_latent", "own_fp_reference", "teacher_K10", "code_bits")
 N_BOOT = rm.N_BOOT
 DEFAULT_TARGET = 0               # T-shirt/top, as the code
 
@@ -245,12 +243,7 @@ def check_methods(methods) -> list[str]:
         if m == FP32:
             continue
         if m not in RECIPES:
-            import difflib
-
-            close = difflib.get_close_matches(str(m), list(RECIPES), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ValueError(f"unknown compression recipe {m!r}{hint}; choose from "
-                             f"{list(RECIPES)} (FP32 is always computed)")
+            raise unknown_name("compression recipe", m, RECIPES, " (FP32 is always computed)")
         if m not in out:
             out.append(m)
     return out
@@ -287,20 +280,22 @@ def quant_queries(dataset: str, n: int, target: int, seed: int = 0):
     return x[idx], y[idx], idx
 
 
+@normalised
 def solver_config(profile, **overrides) -> LatentRecourseConfig:
     """The evaluation solver of ``profile`` (40 steps x 2 restarts at standard)."""
-    q = get_profile(profile).quant
+    q = profile.quant
     return LatentRecourseConfig(**{"steps": q.eval_steps, "restarts": q.eval_restarts,
                                    **overrides})
 
 
+@normalised
 def check_arguments(dataset, profile, train_seeds, data_seed, device, methods, target):
     """Every argument of :func:`run_quant_table` checked, before anything is trained:
     ``(dataset, profile, train_seeds, data_seed, device, methods, target)`` normalised.
     The device comes first (:func:`cflib.tensors.check_device`), the data files
     (:func:`cflib.bench.data.check_data`) before the first one is read."""
     dev = check_device(device)
-    dataset, prof = canonical_dataset(dataset), get_profile(profile)
+    prof = profile
     methods = check_methods(methods)
     t = check_class(target, 10, "target")
     train_seeds = check_train_seeds(train_seeds, prof.quant.n_seeds)

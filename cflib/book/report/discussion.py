@@ -36,8 +36,7 @@ from cflib.bench.data import DATASET_TITLES
 from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
 from cflib.bench.tables.registry import CHAPTER_TABLES, chapters_of
-from cflib.book.chapters import get_chapter
-from cflib.book.runs.paths import DISCUSSION
+from cflib.book.chapters import DISCUSSION, get_chapter
 from cflib.book.spread import read_sweep, seed_means
 from cflib.metrics.spec import get_spec
 

@@ -21,11 +21,10 @@ from cflib.bench.reference import reported_value
 from cflib.bench.results import CLASSIFIER, read_results, table_means
 from cflib.bench.tables.c3lt import FULL_TABLE_METRICS
 from cflib.bench.tables.registry import CHAPTER_TABLES, chapters_of
-from cflib.book.chapters import CHAPTERS
+from cflib.book.chapters import BOOK_RUN, CHAPTER_DIR, CHAPTERS
 from cflib.book.report.discussion import pct
 from cflib.book.report.display import page_table
 from cflib.book.report.tables import bayes_table, comparison_table, quant_table, spread_table
-from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR
 from cflib.book.spread import read_sweep
 from cflib.io import atomic_write
 

@@ -33,7 +33,7 @@ from cflib.book.chapters import Chapter, check, get_chapter, run_params
 from cflib.book.runs.notebook import COMPUTE, SETUP, cell_kind, discussion_template, to_notebook
 from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
 
-__all__ = ["source_digests", "input_digests", "output_digests", "staleness", "stale_reasons",
+__all__ = ["source_digests", "input_digests", "output_digests", "staleness",
            "check_outputs", "check_seal", "seal", "seal_notebook", "Staleness",
            "PRESENTATION_MODULES", "FORMAT"]
 
@@ -340,10 +340,3 @@ def staleness(chapter: str | Chapter, params: dict | None = None,
         out.prose.append(f"the prose of {ch.name} changed")
     return out
 
-
-def stale_reasons(chapter: str | Chapter, params: dict | None = None,
-                  prose: bool = False) -> list[str]:
-    """Why the committed notebook of ``chapter`` must be re-executed or re-rendered
-    (empty: neither); ``prose=True`` lists a prose-only change too."""
-    s = staleness(chapter, params)
-    return s.outputs + s.compute + s.presentation + (s.prose if prose else [])

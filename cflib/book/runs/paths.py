@@ -14,6 +14,8 @@ from pathlib import Path
 from cflib.bench.data import PROJECT_ROOT
 from cflib.book.chapters import (  # noqa: F401  (the book's run, where runs go)
     BOOK_RUN,
+    CHAPTER_DIR,
+    DISCUSSION,
     RESULTS_DIR,
     RUNS_DIR,
     Chapter,
@@ -21,8 +23,6 @@ from cflib.book.chapters import (  # noqa: F401  (the book's run, where runs go)
     run_folder,
 )
 
-DISCUSSION = PROJECT_ROOT / "book" / "discussion"
-CHAPTER_DIR = PROJECT_ROOT / "book" / "chapters"
 FAILED_DIR = PROJECT_ROOT / "_build" / "failed"
 
 
