@@ -161,3 +161,27 @@ def test_verdicts_fold_what_holds_and_format_the_full_table():
     assert cells and not {"NaN", "nan", "None", "True", "False"} & set(cells)
     assert "yes" in cells and "–" in cells
     assert "nan" not in repr(verdicts(checks))                 # a missing reason: none
+
+
+@pytest.mark.parametrize("v, table, prose", [
+    (0.072, "0.0720", "0.072"), (0.3294, "0.329", "0.329"), (1.0, "1", "1"),
+    (62851.2, "62,851", "62,851"), (2.4e-4, "2.40e-04", "2.40e-04"), (float("nan"), "–", "–"),
+    (None, "–", "–"), (12, "12", "12"), (0.9, "0.900", "0.9")])
+def test_tables_and_prose_round_a_number_alike(v, table, prose):
+    """One number format: a table cell and the prose round a value the same way; the prose
+    only drops trailing zeros (the paper's 0.072 is not printed as 0.0720)."""
+    from cflib.book.report.discussion import f
+    from cflib.book.report.display import fmt
+
+    assert fmt(v) == table and f(v) == prose
+
+
+def test_a_markdown_table_is_one_line_per_row_unpadded():
+    from cflib.book.report.display import markdown
+
+    cells = pd.DataFrame({"IM1": ["0.6 / 0.7", "1.1"], "FID": ["12", "–"]},
+                         index=pd.Index(["C3LT", "Adv. Attack"]))
+    assert markdown(cells, index="method").splitlines() == [
+        "| method | IM1 | FID |", "|---|---|---|",
+        "| C3LT | 0.6 / 0.7 | 12 |", "| Adv. Attack | 1.1 | – |"]
+    assert markdown(cells).splitlines()[0] == "| IM1 | FID |"

@@ -37,6 +37,7 @@ from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
 from cflib.bench.tables.registry import CHAPTER_TABLES, chapters_of
 from cflib.book.chapters import DISCUSSION, get_chapter
+from cflib.book.report.display import fmt
 from cflib.book.spread import read_sweep, seed_means
 from cflib.metrics.spec import get_spec
 
@@ -58,18 +59,10 @@ def d(v, decimals: int = 3) -> str:
 
 
 def f(v, digits: int = 3) -> str:
-    """A number with ``digits`` significant digits (``–`` when missing)."""
-    if _missing(v):
-        return "–"
-    if isinstance(v, (int,)) and not isinstance(v, bool):
-        return f"{v:,}"
-    a = abs(v)
-    if a != 0 and (a >= 10 ** digits or a < 10 ** -3):
-        return f"{v:.{digits - 1}e}"
-    s = f"{v:.{digits}g}"
-    if "e" in s:
-        s = f"{v:.{max(digits - 1 - int(math.floor(math.log10(a))), 0)}f}"
-    return s
+    """A number in prose: ``digits`` significant digits, rounded as every table of the
+    book rounds it, trailing zeros dropped (:func:`cflib.book.report.display.fmt`; ``–``
+    when missing)."""
+    return fmt(v, digits, trim=True)
 
 
 def pct(v, digits: int = 1) -> str:

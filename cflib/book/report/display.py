@@ -34,12 +34,17 @@ NARROW_PX = 420
 NARROW_LABEL_CHARS = 10
 
 
-def fmt(v, digits: int = 3, count: bool = True) -> str:
+def fmt(v, digits: int = 3, count: bool = True, trim: bool = False) -> str:
     """A number with ``digits`` significant digits, thousands separated, no exponent
-    below 1e6 ('–' when missing).  A whole number prints as a count (``12``, ``1,000``)
-    unless ``count=False`` (a column of measurements: ``1.00`` beside ``0.953``)."""
+    below 1e6 ('–' when missing): the book's one number format.  A whole number prints as
+    a count (``12``, ``1,000``) unless ``count=False`` (a column of measurements: ``1.00``
+    beside ``0.953``).  ``trim=True`` (prose) drops trailing zeros, so a value the paper
+    printed as ``0.072`` is not given a precision it never had (``0.0720``); the rounding
+    is the same."""
     if v is None or isinstance(v, str):
         return "–" if v is None else v
+    if v is pd.NA or v is pd.NaT:
+        return "–"
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
     try:
@@ -58,7 +63,23 @@ def fmt(v, digits: int = 3, count: bool = True) -> str:
     if a < 1e-3:
         return f"{x:.{digits - 1}e}"
     decimals = max(digits - 1 - int(math.floor(math.log10(a))), 0)
-    return f"{x:.{decimals}f}"
+    s = f"{x:.{decimals}f}"
+    return s.rstrip("0").rstrip(".") if trim and "." in s else s
+
+
+def markdown(cells: pd.DataFrame, index: str | None = None) -> str:
+    """A frame of ready-made cells as a markdown (pipe) table: its header, a rule, a line per
+    row; with ``index``, the index first, under that title.  Every markdown table the
+    book writes goes through here.  Unpadded: ``DataFrame.to_markdown`` pads each cell to
+    its column's width, which would put hundreds of spaces into the README's results
+    block (one long cell per row)."""
+    frame = cells.reset_index(names=index) if index is not None else cells
+
+    def line(values) -> str:
+        return "| " + " | ".join(str(v) for v in values) + " |"
+
+    return "\n".join([line(frame.columns), "|" + "---|" * len(frame.columns),
+                      *(line(r) for r in frame.itertuples(index=False))])
 
 
 def _arrows() -> dict[str, str]:

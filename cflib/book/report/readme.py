@@ -22,8 +22,9 @@ from cflib.bench.results import CLASSIFIER, read_results, table_means
 from cflib.bench.tables.c3lt import FULL_TABLE_METRICS
 from cflib.bench.tables.registry import CHAPTER_TABLES, chapters_of
 from cflib.book.chapters import BOOK_RUN, CHAPTER_DIR, CHAPTERS
+from cflib.book.report.discussion import f as fmt
 from cflib.book.report.discussion import pct
-from cflib.book.report.display import page_table
+from cflib.book.report.display import markdown, page_table
 from cflib.book.report.tables import bayes_table, comparison_table, quant_table, spread_table
 from cflib.book.spread import read_sweep
 from cflib.io import atomic_write
@@ -34,46 +35,34 @@ Block = tuple[str, pd.DataFrame, Callable[[pd.DataFrame], str]]
 SUMMARY_START, SUMMARY_END = "<!-- summary:start -->", "<!-- summary:end -->"
 
 
-def _fmt(v, digits: int = 3) -> str:
-    return "–" if pd.isna(v) else f"{v:.{digits}g}"
+def _markdown_cells(table: pd.DataFrame, cell) -> str:
+    """A table of one row per method, one cell per metric (``cell(row, metric)``)."""
+    metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
+    cells = pd.DataFrame([[cell(row, m) for m in metrics] for _, row in table.iterrows()],
+                         index=table.index, columns=metrics)
+    return markdown(cells, index="method")
 
 
 def markdown_ours_paper(table: pd.DataFrame, digits: int = 3) -> str:
     """A ``comparison_table`` as a markdown table of ``ours / paper`` cells."""
-    metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
-    lines = ["| method | " + " | ".join(metrics) + " |",
-             "|---|" + "---|" * len(metrics)]
-    for method, row in table.iterrows():
-        cells = [f"{_fmt(row[(m, 'ours')], digits)} / {_fmt(row[(m, 'paper')], digits)}"
-                 for m in metrics]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return _markdown_cells(table, lambda row, m: f"{fmt(row[(m, 'ours')], digits)} / "
+                                                 f"{fmt(row[(m, 'paper')], digits)}")
 
 
 def markdown_bayes(table: pd.DataFrame, digits: int = 3) -> str:
     """A ``bayes_table`` as markdown: ``mean ± sd`` cells, the paper's value after a slash."""
-    metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
-    lines = ["| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
-    for method, row in table.iterrows():
-        cells = []
-        for m in metrics:
-            c = f"{_fmt(row[(m, 'ours')], digits)} ± {_fmt(row[(m, '± sd')], digits)}"
-            if not pd.isna(row[(m, "paper")]):
-                c += f" / {_fmt(row[(m, 'paper')], digits)}"
-            cells.append(c)
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    def cell(row, m):
+        c = f"{fmt(row[(m, 'ours')], digits)} ± {fmt(row[(m, '± sd')], digits)}"
+        return c if pd.isna(row[(m, "paper")]) else c + f" / {fmt(row[(m, 'paper')], digits)}"
+
+    return _markdown_cells(table, cell)
 
 
 def markdown_spread(table: pd.DataFrame, digits: int = 3) -> str:
     """A ``spread_table`` as markdown: ``mean ± sd / paper`` cells."""
-    metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
-    lines = ["| method | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
-    for method, row in table.iterrows():
-        cells = [f"{_fmt(row[(m, 'mean')], digits)} ± {_fmt(row[(m, '± sd')], 2)} / "
-                 f"{_fmt(row[(m, 'paper')], digits)}" for m in metrics]
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return _markdown_cells(table, lambda row, m: f"{fmt(row[(m, 'mean')], digits)} ± "
+                                                 f"{fmt(row[(m, '± sd')], 2)} / "
+                                                 f"{fmt(row[(m, 'paper')], digits)}")
 
 
 def _c3lt_block(df: pd.DataFrame, dataset: str, name: str, results_dir) -> Block:
@@ -121,28 +110,28 @@ def markdown_quant(table: pd.DataFrame, digits: int = 3) -> str:
     """A ``quant_table`` as markdown: accuracy and overhead ``ours / paper``, VD and the
     false acceptance on reconstructions ``ours [95 % interval]``, CRG and DirSim
     ``ours ± spread``."""
-    lines = ["| method | Accuracy % | VD | FA recon | CRG | DirSim | Overhead × | avg bits W/A |",
-             "|---|---|---|---|---|---|---|---|"]
-
     def interval(row, k):
         v = row[(k, "ours")]
         if pd.isna(v):
             return "–"
-        return (f"{_fmt(v, digits)} [{_fmt(row[(k, 'low')], 2)}, "
-                f"{_fmt(row[(k, 'high')], 2)}]")
+        return (f"{fmt(v, digits)} [{fmt(row[(k, 'low')], 2)}, "
+                f"{fmt(row[(k, 'high')], 2)}]")
 
+    rows = {}
     for method, row in table.iterrows():
-        cells = [f"{_fmt(row[('Accuracy %', 'ours')], digits)} / "
-                 f"{_fmt(row[('Accuracy %', 'paper')], digits)}",
+        cells = [f"{fmt(row[('Accuracy %', 'ours')], digits)} / "
+                 f"{fmt(row[('Accuracy %', 'paper')], digits)}",
                  interval(row, "VD"), interval(row, "FA recon")]
         for k in ("CRG", "DirSim"):
             v = row[(k, "ours")]
-            cells.append("–" if pd.isna(v) else f"{_fmt(v, digits)} ± {_fmt(row[(k, '±')], 2)}")
-        cells.append(f"{_fmt(row[('Overhead ×', 'ours')], digits)} / "
-                     f"{_fmt(row[('Overhead ×', 'paper')], digits)}")
-        cells.append(f"{_fmt(row[('bits', 'weights')], 2)} / {_fmt(row[('bits', 'acts')], 2)}")
-        lines.append(f"| {method} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+            cells.append("–" if pd.isna(v) else f"{fmt(v, digits)} ± {fmt(row[(k, '±')], 2)}")
+        cells.append(f"{fmt(row[('Overhead ×', 'ours')], digits)} / "
+                     f"{fmt(row[('Overhead ×', 'paper')], digits)}")
+        cells.append(f"{fmt(row[('bits', 'weights')], 2)} / {fmt(row[('bits', 'acts')], 2)}")
+        rows[method] = cells
+    return markdown(pd.DataFrame.from_dict(rows, orient="index", columns=[
+        "Accuracy %", "VD", "FA recon", "CRG", "DirSim", "Overhead ×", "avg bits W/A"]),
+        index="method")
 
 
 def _quant_block(df: pd.DataFrame) -> list[Block]:
@@ -183,12 +172,12 @@ def headline(results_dir="results", html: bool = False) -> str:
     frames = _frames(results_dir)
     out = []
     for name, block in BLOCKS.items():
-        for text, table, markdown in block(frames[name], results_dir):
+        for text, table, as_markdown in block(frames[name], results_dir):
             if html:      # the page links each table to its chapter (the title as link text)
                 out.append(f"{text}\n\n{page_table(table)}\n\nIts chapter, with the figures, "
                            f"checks and protocol notes: {{doc}}`chapters/{name}`.")
             else:
-                out.append(f"{text}\n\n{markdown(table)}")
+                out.append(f"{text}\n\n{as_markdown(table)}")
     return "\n\n".join(out)
 
 
@@ -228,7 +217,7 @@ def summary(results_dir="results") -> str:
     """The README's compact results: one line per table, its key numbers beside the
     papers' (where they report them), read from the results files."""
     f = _frames(results_dir)
-    lines = ["| table | what the committed run shows |", "|---|---|"]
+    lines = {}
     for c in chapters_of("c3lt"):
         name, dataset, title = c.chapter, c.dataset, c.title
         # the chapter's own numbers: the seed means where it was swept (as its table, its
@@ -242,20 +231,20 @@ def summary(results_dir="results") -> str:
             n = int(merged["n"].max())
 
             def cell(method, metric, t=t):
-                return (f"{_fmt(t.loc[method, (metric, 'mean')])} ± "
-                        f"{_fmt(t.loc[method, (metric, '± sd')], 2)}")
+                return (f"{fmt(t.loc[method, (metric, 'mean')])} ± "
+                        f"{fmt(t.loc[method, (metric, '± sd')], 2)}")
             seeds = f" ({n} training seeds, mean ± sd)"
         else:
             m = table_means(df)
 
             def cell(method, metric, m=m):
-                return _fmt(_cell(m, method, metric))
+                return fmt(_cell(m, method, metric))
             seeds = f" (training seed {df['train_seed'].iloc[0]})"
         parts = [f"{metric} {cell('C3LT', metric)} (paper "
-                 f"{_fmt(reported_value('c3lt', dataset, 'C3LT', metric))})" for metric in metrics]
-        lines.append(f"| {title}{seeds} | C3LT {', '.join(parts)}; real target images: IM1 "
-                     f"{cell('Original Data', 'IM1')}, proximity "
-                     f"{cell('Original Data', 'Proximity')} |")
+                 f"{fmt(reported_value('c3lt', dataset, 'C3LT', metric))})" for metric in metrics]
+        lines[f"{title}{seeds}"] = (f"C3LT {', '.join(parts)}; real target images: IM1 "
+                                    f"{cell('Original Data', 'IM1')}, proximity "
+                                    f"{cell('Original Data', 'Proximity')}")
     b = f[chapters_of("bayes")[0].chapter]
     b = b[b["variant"] == ""]
     parts = []
@@ -263,18 +252,18 @@ def summary(results_dir="results") -> str:
         ours = _cell(b, "PSCE", "IM1", model=model)
         paper = reported_value("bayes", "mnist", "PSCE", "IM1", model)
         label = {"mc_dropout": "MC dropout", "bnn": "BNN"}.get(model, model.replace("_", " "))
-        parts.append(f"{label} {_fmt(ours)} (paper {_fmt(paper)})")
-    lines.append(f"| {chapters_of('bayes')[0].title} | PSCE IM1 " + ", ".join(parts) + " |")
+        parts.append(f"{label} {fmt(ours)} (paper {fmt(paper)})")
+    lines[chapters_of("bayes")[0].title] = "PSCE IM1 " + ", ".join(parts)
     q = f[chapters_of("quant")[0].chapter]
     q = q[q["variant"] == ""]
-    parts = [f"FP32 accuracy {_fmt(_cell(q, 'FP32', 'Accuracy'))}"]
+    parts = [f"FP32 accuracy {fmt(_cell(q, 'FP32', 'Accuracy'))}"]
     for m in ("PTQ INT8", "PTQ INT4", "MixedPrec-QAT", "CFQ-QAT"):
-        parts.append(f"{m} VD {_fmt(_cell(q, m, 'VD'))}")
+        parts.append(f"{m} VD {fmt(_cell(q, m, 'VD'))}")
     # as the chapter says it: a share in per cent (one number, one form)
     parts.append(f"false acceptance CFQ-QAT {pct(_cell(q, 'CFQ-QAT', 'FA_recon'))} "
                  f"(FP32 {pct(_cell(q, 'FP32', 'FA_recon'))})")
-    lines.append(f"| {chapters_of('quant')[0].title} | " + ", ".join(parts) + " |")
-    return "\n".join(lines)
+    lines[chapters_of("quant")[0].title] = ", ".join(parts)
+    return markdown(pd.DataFrame({"what the committed run shows": lines}), index="table")
 
 
 RESULTS_PAGE = PROJECT_ROOT / "book" / "results.md"
@@ -324,7 +313,7 @@ def timing_markdown(nb_dir: Path = CHAPTER_DIR) -> str:
     weight cache were loaded, not trained)."""
     import nbformat
 
-    rows = ["| chapter | profile | computed in | CPU threads | date |", "|---|---|---|---|---|"]
+    rows = []
     for name in CHAPTERS:
         path = nb_dir / f"{name}.ipynb"
         if not path.exists():
@@ -335,9 +324,10 @@ def timing_markdown(nb_dir: Path = CHAPTER_DIR) -> str:
         run = meta.get("computed", meta)
         if "seconds" not in run:
             continue
-        rows.append(f"| `{name}` | `{meta['params']['profile']}` | "
-                    f"{run['seconds'] / 60:.1f} min | {run['threads']} | {run['date']} |")
-    return "\n".join(rows)
+        rows.append([f"`{name}`", f"`{meta['params']['profile']}`",
+                     f"{run['seconds'] / 60:.1f} min", run["threads"], run["date"]])
+    return markdown(pd.DataFrame(rows, columns=["chapter", "profile", "computed in",
+                                                "CPU threads", "date"]))
 
 
 def main(argv=None) -> None:

@@ -15,6 +15,7 @@ from cflib.bench.data import CLASS_NAMES, parse_pair
 from cflib.bench.reference import load_reported, reported_on_our_scale
 from cflib.bench.results import CLASSIFIER, MEAN_OVER_PAIRS
 from cflib.bench.tables.quant import QUANT_ROWS
+from cflib.book.report.display import fmt
 from cflib.metrics.spec import get_spec
 
 #: metrics this book measures in another feature space than the papers' (InceptionV3
@@ -99,15 +100,10 @@ def pair_table(results: pd.DataFrame, metrics) -> pd.DataFrame:
 
 def style(table: pd.DataFrame, digits: int = 3):
     """A pandas Styler with a fixed number of significant digits and NaN shown as '–'."""
-    def fmt(v):
-        if isinstance(v, (int, float, np.number)) and not isinstance(v, bool):
-            return "–" if pd.isna(v) else f"{v:.{digits}g}"
-        return "–" if v is None else str(v)
-
     # the Styler's element ids come from its uuid, random by default: one drawn from the
     # table's content keeps a re-render's page identical to the executed one
     uuid = hashlib.sha1(table.to_csv().encode()).hexdigest()[:8]
-    return _Styled(table, uuid=uuid).format(fmt)
+    return _Styled(table, uuid=uuid).format(lambda v: fmt(v, digits))
 
 
 class _Styled(Styler):
