@@ -46,7 +46,7 @@ from cflib.bench import results, runner, tuning, zoo
 from cflib.bench.data import DATASET_TITLES
 from cflib.book import report, sweep
 
-run = c3lt.TableRun.load(p.results_dir, p.results_name)
+run = c3lt.C3LTRun.load(p.results_dir, p.results_name)
 title = DATASET_TITLES[dataset]
 transfer_metrics = ["Validity", *c3lt.TRANSFER_METRICS]
 # the full table: the paper's metrics and the strict reading of transfer (each judge, the

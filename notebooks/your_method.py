@@ -73,15 +73,14 @@ seeds = Seeds(train=p.train_seed, data=p.data_seed)
 # A method is an `Explainer` subclass: a `name`, a frozen `Config` (here the base's,
 # `batch_size` only), and `_generate`, which turns a batch of queries into a batch of
 # counterfactuals.  A method that learns something sets `needs_fit` and keeps what
-# `fit` learned in a `FitRecord`; `compare` fits it per class pair with the pair's
-# training images (drawn as C3LT's are) before it explains that pair's queries.
+# `fit` learned with `record_fit` (a `FitRecord`, saved and loaded with the explainer);
+# `compare` fits it per class pair with the pair's training images (drawn as C3LT's
+# are) before it explains that pair's queries.
 
 # %% tags=["compute"]
-from dataclasses import asdict
-
 import torch
 
-from cflib.explainers import Explainer, FitRecord
+from cflib.explainers import Explainer
 from cflib.tensors import predict
 
 
@@ -97,11 +96,8 @@ class NearestUnlikeNeighbour(Explainer):
         """Keep the target class's training images that the classifier assigns to it."""
         target = pair[1]
         keep = predict(self.classifier, x_target).argmax(1) == target
-        self.fit_record = FitRecord(self.name, asdict(self.config),
-                                    self.network_fingerprints(),
-                                    {"pool": x_target[keep.to(x_target.device)]},
-                                    {"target": target})
-        return self
+        return self.record_fit({"pool": x_target[keep.to(x_target.device)]},
+                               {"target": target})
 
     def _generate(self, x, target, query, generator):
         fitted = self.fit_record.values["target"]

@@ -240,7 +240,7 @@ MADE_UP = {"Original Data": (0.4, 0.3, 0.9), "Query (unchanged)": (1.2, 0.0, 0.0
 def made_up_run(values=MADE_UP, profile="smoke", pair="4->9"):
     """A C3LT table run of three rows on one pair, with its counterfactuals."""
     from cflib.bench.results import tidy, with_pair_means
-    from cflib.bench.tables.c3lt import TableRun
+    from cflib.bench.tables.c3lt import C3LTRun
     from cflib.explainers import Counterfactuals
 
     common = {"dataset": "mnist", "train_seed": 0, "data_seed": 0, "profile": profile}
@@ -258,7 +258,7 @@ def made_up_run(values=MADE_UP, profile="smoke", pair="4->9"):
     cfs = {(pair, m): Counterfactuals(x, (x * 0.5).clamp(-1, 1), t, t * 0 + 4, t,
                                       torch.tensor([True, False, True, True]), 0.04, m)
            for m in values}
-    return TableRun(df, cfs)
+    return C3LTRun(df, cfs)
 
 
 def made_up_intervals(values=MADE_UP, spread=0.01, pair="4->9"):

@@ -33,6 +33,16 @@ def _state(model: nn.Module):
             {k: v.clone() for k, v in model.state_dict().items()})
 
 
+def test_an_explainer_without_a_builder_fails_by_name():
+    """The catalog is read off the library's one registry: a method added there without a
+    builder here is named at import, not silently missing from the harness."""
+    class NewMethod(catalog.OriginalData):
+        name = "New method"
+
+    with pytest.raises(RuntimeError, match=r"no builder for \['New method'\]"):
+        catalog._catalog({**EXPLAINERS, "New method": NewMethod})
+
+
 def test_the_catalog_holds_every_method_of_the_tables():
     assert list(CATALOG) == list(EXPLAINERS) == ["Original Data", "Query (unchanged)", "Adv. Attack", "CEM",
                              "CEM (targeted)", "CEM (paper budget)", "CVE",
@@ -42,6 +52,12 @@ def test_the_catalog_holds_every_method_of_the_tables():
     assert all(issubclass(cls, Explainer) and cls.name == name
                for name, cls in EXPLAINERS.items())
     assert all(e.cls is EXPLAINERS[name] for name, e in CATALOG.items())
+    assert [n for n, e in CATALOG.items() if e.per_pair] == [
+        "CVE", "CVE (receptive field)", "ExpGAN", "C3LT", "C3LT (reconstruction)",
+        "C3LT (inverted)", "Latent search"]
+    assert {e.table for e in CATALOG.values()} == {"c3lt", "bayes", "quant"}
+    assert [n for n, e in CATALOG.items() if not e.searches] == [
+        "Original Data", "Query (unchanged)", "ExpGAN", "C3LT", "C3LT (reconstruction)"]
     with pytest.raises(ValueError, match="unknown method 'DiCE'.*C3LT"):
         get_explainer("DiCE")
     with pytest.raises(ValueError, match="did you mean 'C3LT'"):

@@ -8,7 +8,7 @@ import torch
 
 from cflib.bench.data import load_split
 from cflib.bench.profiles import get_profile
-from cflib.bench.results import COLUMNS, read_results, write_run
+from cflib.bench.results import COLUMNS, read_results
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables.quant import (
     QUANT_ROWS,
@@ -40,8 +40,8 @@ def _no_cache_written(cache):
 
 def test_the_table_sweep_and_bits_are_written_and_reproducible(tmp_cache, tmp_path):
     run = run_quant_table("fmnist", small(), train_seeds=[0])
-    paths = write_run(run, "fashion_mnist_quant", tmp_path / "a")
-    assert [p.name for p in paths] == ["fashion_mnist_quant.csv", "fashion_mnist_quant_sweep.csv",
+    paths = run.save(tmp_path / "a", "fashion_mnist_quant")
+    assert [p.name for p in paths[:4]] == ["fashion_mnist_quant.csv", "fashion_mnist_quant_sweep.csv",
                                        "fashion_mnist_quant_bits.csv",
                                        "fashion_mnist_quant_checks.csv"]
     df = read_results(paths[0])
@@ -96,12 +96,16 @@ def test_the_table_sweep_and_bits_are_written_and_reproducible(tmp_cache, tmp_pa
 
     # a second run from the same cache: identical files but for the timings
     again = run_quant_table("fmnist", small(), train_seeds=[0])
-    paths2 = write_run(again, "fashion_mnist_quant", tmp_path / "b")
+    paths2 = again.save(tmp_path / "b", "fashion_mnist_quant")
     a, b = (read_results(p) for p in (paths[0], paths2[0]))
     keep = ~a["metric"].isin(TIMING)
     pd.testing.assert_frame_equal(a[keep].reset_index(drop=True), b[keep].reset_index(drop=True))
-    for p, q in zip(paths[1:], paths2[1:]):
-        assert p.read_text() == q.read_text()
+    for p, q in zip(paths[1:4], paths2[1:4]):      # the tables (the recourse file holds
+        assert p.read_text() == q.read_text()       # its seconds: read back below)
+    back = type(run).load(tmp_path / "a", "fashion_mnist_quant")
+    assert set(back.recourse) == {k for k in run.recourse if k[1] == ""}
+    for k, rec in back.recourse.items():
+        assert torch.equal(rec.cf.x_cf, run.recourse[k].cf.x_cf)
 
 
 def _first_draw_label(seed=0):

@@ -20,7 +20,6 @@ from cflib.bench.results import (
     tidy,
     with_pair_means,
     write_results,
-    write_run,
     write_table,
 )
 
@@ -107,15 +106,30 @@ def test_a_table_off_the_schema_is_refused_before_anything_is_written(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_write_run_writes_the_results_and_every_extra_table(tmp_path):
-    class Run:
-        results = pd.DataFrame(ROWS[:2])
+def test_a_run_saves_and_loads_the_results_and_every_extra_table(tmp_path):
+    """The one save/load of every table's run (:class:`cflib.bench.results.Run`): results,
+    the extra tables it names, nothing else; read back through ``from_saved``."""
+    from dataclasses import dataclass
+
+    @dataclass
+    class MyRun(results.Run):
+        results: pd.DataFrame
+        curves: pd.DataFrame
+        TABLES = ("curves", "absent")
 
         def tables(self):
-            return {"curves": pd.DataFrame({"x": [1, 2], "label": ["", "a"]})}
+            return {"curves": self.curves}
 
-    paths = write_run(Run(), "ch", tmp_path)
+        @classmethod
+        def from_saved(cls, res, tables, shown):
+            assert shown == {} and set(tables) == {"curves"}
+            return cls(res, tables["curves"])
+
+    run = MyRun(pd.DataFrame(ROWS[:2]), pd.DataFrame({"x": [1, 2], "label": ["", "a"]}))
+    paths = run.save(tmp_path, "ch")
     assert [p.name for p in paths] == ["ch.csv", "ch_curves.csv"]
+    back = MyRun.load(tmp_path, "ch")
+    assert back.curves["x"].tolist() == [1, 2] and len(back.results) == 2
     curves = read_table(paths[1])
     assert curves["x"].tolist() == [1, 2] and curves["label"].tolist() == ["", "a"]
     assert str(paths[1].resolve()) in results.files_read()

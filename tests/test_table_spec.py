@@ -7,7 +7,6 @@ fixed linear classifier."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -16,12 +15,11 @@ import torch
 from cflib.bench import catalog
 from cflib.bench.compare import Comparison, compare
 from cflib.bench.intervals import bootstrap
-from cflib.bench.results import read_results, tidy, write_run
+from cflib.bench.results import Run, read_results, tidy
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables.registry import BENCH_TABLES, BenchTable, RunArgs, TableSpec
 from cflib.book.report import bench_page, bench_table
 from cflib.explainers import Explainer, ExplainerConfig
-from cflib.explainers.base import load_counterfactuals, save_counterfactuals
 from cflib.metrics.basic import PROXIMITY, VALIDITY, proximity
 
 CLASSES, SIZE = 3, 8
@@ -70,21 +68,17 @@ class Nudge(Explainer):
 
 
 @dataclass
-class SyntheticRun:
+class SyntheticRun(Run):
     results: pd.DataFrame
     counterfactuals: dict = field(default_factory=dict)
     per_query: pd.DataFrame = field(default_factory=pd.DataFrame)
 
-    def save(self, folder, name: str) -> list[Path]:
-        paths = write_run(self, name, folder)
-        paths.append(save_counterfactuals(Path(folder) / f"{name}_counterfactuals",
-                                          self.counterfactuals))
-        return paths
+    def shown(self) -> dict:
+        return self.counterfactuals
 
     @classmethod
-    def load(cls, folder, name: str) -> "SyntheticRun":
-        return cls(read_results(name, folder),
-                   load_counterfactuals(Path(folder) / f"{name}_counterfactuals"))
+    def from_saved(cls, results, tables, shown) -> "SyntheticRun":
+        return cls(results, shown)
 
 
 def run(args: RunArgs) -> SyntheticRun:

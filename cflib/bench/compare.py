@@ -37,7 +37,7 @@ What is written, under ``out`` (default ``_build/bench/<method>-<profile>/``; ne
 inside the committed ``results/`` or ``book/``, so a user's method never replaces a
 committed file): for each table its results file ``<results_name>_<table>.csv`` in the
 results schema, the extra tables and the counterfactuals the page shows (as the
-chapters save them: :meth:`TableRun.save <cflib.bench.tables.c3lt.TableRun.save>`),
+chapters save them: :meth:`C3LTRun.save <cflib.bench.tables.c3lt.C3LTRun.save>`),
 ``<results_name>.json`` (the method, its config, the run) and, with ``page=``, the
 HTML page ``<results_name>.html``.  :meth:`Comparison.load` reads them back.
 
@@ -475,7 +475,7 @@ def _cause(networks: list[dict] | None) -> str:
 @dataclass
 class TableComparison:
     """One table of a comparison: this run (``run``: a
-    :class:`~cflib.bench.tables.c3lt.TableRun` or a
+    :class:`~cflib.bench.tables.c3lt.C3LTRun` or a
     :class:`~cflib.bench.tables.bayes.BayesRun`, the method's rows and the reference
     rows), the book's rows beside it (``book``, or None) and ``note``, the sentence that
     says where the rows beside the method come from."""
@@ -681,7 +681,7 @@ class Comparison:
 
 
 def save_table(t: TableComparison, folder, name: str) -> list[Path]:
-    """One table's run as its chapter saves it (``TableRun.save`` / ``BayesRun.save``):
+    """One table's run as its chapter saves it (``C3LTRun.save`` / ``BayesRun.save``):
     ``<name>_<table>.csv`` in the results schema, its extra tables and the counterfactuals
     the page shows; and each row's interval, ``<name>_<table>_intervals.csv``."""
     from cflib.bench.results import write_table

@@ -68,7 +68,7 @@ def _per_query_values(cf, curves, models, query_class: int, target_class: int) -
 
 
 def per_query(run) -> pd.DataFrame:
-    """The per-query values of a C3LT table run (:class:`~cflib.bench.tables.c3lt.TableRun`
+    """The per-query values of a C3LT table run (:class:`~cflib.bench.tables.c3lt.C3LTRun`
     as its runner returns it: every counterfactual, the insertion curves and the networks):
     columns ``pair, method, metric, query, value``.  A run read back from files holds only
     the figures' counterfactuals: a ValueError."""

@@ -71,13 +71,57 @@ def write_results(df: pd.DataFrame, name: str, results_dir="results") -> Path:
     return write_table(tidy(df), Path(results_dir) / f"{name}.csv")
 
 
-def write_run(run, name: str, results_dir="results") -> list[Path]:
-    """Every table of a runner's result: ``run.results`` as ``<name>.csv`` and each
-    extra table of ``run.tables()`` (e.g. ``{"curves": df}``) as ``<name>_<key>.csv``."""
-    paths = [write_results(run.results, name, results_dir)]
-    for key, df in getattr(run, "tables", dict)().items():
-        paths.append(write_table(df, Path(results_dir) / f"{name}_{key}.csv"))
-    return paths
+class Run:
+    """What a table's runner returns, saved and read back in one way for every table.
+
+    A subclass is a dataclass whose first field is ``results`` (the tidy rows).  It names
+    its extra tables in :meth:`tables` (written as ``<name>_<key>.csv``), the
+    counterfactuals its page shows in :meth:`shown` (``{key: Counterfactuals}``, written
+    as ``<name>_<SHOWN>.pt`` / ``.json``), and how it is rebuilt from what was saved in
+    :meth:`from_saved`.  :meth:`save` and :meth:`load` are written once, here.
+    """
+
+    #: the extra tables a saved run may have beside its results (``<name>_<key>.csv``)
+    TABLES: tuple[str, ...] = ()
+    #: the stem suffix of the saved counterfactuals
+    SHOWN = "counterfactuals"
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        return {}
+
+    def shown(self) -> dict:
+        return {}
+
+    def save(self, results_dir, name: str) -> list[Path]:
+        """Everything the chapter's page shows: ``<name>.csv``, each extra table and the
+        shown counterfactuals; :meth:`load` reads them back."""
+        from cflib.explainers.base import save_counterfactuals
+
+        paths = [write_results(self.results, name, results_dir)]
+        for key, df in self.tables().items():
+            paths.append(write_table(df, Path(results_dir) / f"{name}_{key}.csv"))
+        shown = self.shown()
+        if shown:
+            paths.append(save_counterfactuals(Path(results_dir) / f"{name}_{self.SHOWN}",
+                                              shown))
+        return paths
+
+    @classmethod
+    def load(cls, results_dir, name: str) -> "Run":
+        """The run :meth:`save` wrote (its networks are not saved)."""
+        from cflib.explainers.base import load_counterfactuals
+
+        d = Path(results_dir)
+        tables = {k: read_table(d / f"{name}_{k}.csv") for k in cls.TABLES
+                  if (d / f"{name}_{k}.csv").exists()}
+        stem = d / f"{name}_{cls.SHOWN}"
+        shown = load_counterfactuals(stem) if stem.with_suffix(".pt").exists() else {}
+        return cls.from_saved(read_results(name, d), tables, shown)
+
+    @classmethod
+    def from_saved(cls, results: pd.DataFrame, tables: dict, shown: dict) -> "Run":
+        raise NotImplementedError
+
 
 
 def read_results(name_or_path, results_dir="results") -> pd.DataFrame:

@@ -409,6 +409,16 @@ class Explainer:
                          fingerprints=self.network_fingerprints(), tensors=flat,
                          values=dict(values or {}), info=dict(info or {}))
 
+    def record_fit(self, tensors: dict, values: dict | None = None,
+                   info: dict | None = None) -> "Explainer":
+        """Keep what ``fit`` learned, as a :class:`FitRecord` of this explainer (its name,
+        config and networks' fingerprints filled in): ``tensors`` maps a name to a tensor
+        or to a module (saved as its state dict), ``values`` holds learned numbers and
+        tuples, ``info`` what training reported.  Returns ``self``, so a user's ``fit``
+        ends with ``return self.record_fit(...)``; ``save`` and ``load`` then need
+        nothing more."""
+        return self._adopt(self._new_record(tensors, values, info), check=False)
+
     def _adopt(self, record: FitRecord, check: bool = True) -> "Explainer":
         """Hold ``record`` as what this explainer learned (after checking that it is a
         record of this method and, with ``check``, fitted against these very networks)."""

@@ -453,7 +453,7 @@ class C3LT(Explainer):
 
         info = self._cached_fit(net, cache, train)
         values = {"query_class": q, "target_class": t, "image_shape": tuple(x_query.shape[1:])}
-        return self._adopt(self._new_record({"maps": net}, values, info), check=False)
+        return self.record_fit({"maps": net}, values, info)
 
     def _train(self, maps: C3LTMappings, x_q: torch.Tensor, x_t: torch.Tensor,
                q: int, t: int) -> dict:

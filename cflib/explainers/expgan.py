@@ -261,7 +261,7 @@ class ExpGAN(Explainer):
                    "n_target": len(x_target)}
         info = self._cached_fit(net, key, lambda n: self._train(n, x, side, (q, t)))
         values = {"pair": (q, t), "image_shape": shape}
-        return self._adopt(self._new_record({"net": net}, values, info), check=False)
+        return self.record_fit({"net": net}, values, info)
 
     def _train(self, net: ExpGANNet, x: torch.Tensor, side: torch.Tensor,
                pair: tuple[int, int]) -> dict:

@@ -57,7 +57,7 @@ from cflib.bench import catalog, zoo
 from cflib.bench.choices import IM_CLASS_AE
 from cflib.bench.data import canonical_dataset, check_data, load_split
 from cflib.bench.profiles import normalised
-from cflib.bench.results import CLASSIFIER, tidy
+from cflib.bench.results import CLASSIFIER, Run, tidy
 from cflib.bench.runner import Table, evaluate
 from cflib.bench.runner import shape_checks as _shape_checks
 from cflib.bench.runner import summarise as _summarise
@@ -353,7 +353,7 @@ def psce_variants(clf, dataset: str, profile, seeds: Seeds, device="cpu") -> dic
 #: queries of the first repeat a run saves for its figures, with every method's counterfactual
 FIGURE_QUERIES = 6
 @dataclass
-class BayesRun:
+class BayesRun(Run):
     """What :func:`run_bayesian_table` returns.
 
     ``results``: tidy rows (one per model, method, metric and repeat; plus the
@@ -368,21 +368,16 @@ class BayesRun:
     networks: pd.DataFrame = field(default_factory=pd.DataFrame)  # every network, its origin
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Extra tables written beside the results (:func:`cflib.bench.results.write_run`):
+        """Extra tables written beside the results (:meth:`cflib.bench.results.Run.save`):
         the validity curves and every network the run used, with its origin."""
         return {"curves": self.curves, **({"networks": self.networks} if len(self.networks)
                                            else {})}
 
-    def save(self, results_dir, name: str) -> list:
-        """Everything the chapter's page shows: the results, the curves and the first
-        :data:`FIGURE_QUERIES` queries of the first repeat with every method's
-        counterfactual (``<name>_counterfactuals.pt`` / ``.json``)."""
-        from pathlib import Path
+    TABLES = ("curves", "networks")
 
-        from cflib.bench.results import write_run
-        from cflib.explainers.base import save_counterfactuals
-
-        paths = write_run(self, name, results_dir)
+    def shown(self) -> dict:
+        """The counterfactuals the page shows: the first :data:`FIGURE_QUERIES` queries of
+        the first repeat with every method's counterfactual (their labels in ``meta``)."""
         shown = {}
         for model, cfs in self.counterfactuals.items():
             x, y, t, _ = cfs["queries"][0]
@@ -392,28 +387,19 @@ class BayesRun:
                 cf = per_repeat[0].head(FIGURE_QUERIES)
                 cf.meta["query_labels"] = torch.as_tensor(y[:FIGURE_QUERIES])
                 shown[f"{model}|{m}"] = cf
-        paths.append(save_counterfactuals(Path(results_dir) / f"{name}_counterfactuals", shown))
-        return paths
+        return shown
 
     @classmethod
-    def load(cls, results_dir, name: str) -> "BayesRun":
-        """The :class:`BayesRun` that :meth:`save` wrote: per model, ``queries`` holds the
-        first repeat's shown queries and each method its counterfactuals of them."""
-        from pathlib import Path
-
-        from cflib.bench.results import read_results, read_table
-        from cflib.explainers.base import load_counterfactuals
-
-        d = Path(results_dir)
+    def from_saved(cls, results, tables, shown) -> "BayesRun":
+        """The run :meth:`save` wrote: per model, ``queries`` holds the first repeat's
+        shown queries and each method its counterfactuals of them."""
         cfs: dict = {}
-        for key, cf in load_counterfactuals(d / f"{name}_counterfactuals").items():
+        for key, cf in shown.items():
             model, m = key.split("|", 1)
             entry = cfs.setdefault(model, {})
             entry.setdefault("queries", [(cf.x, cf.meta["query_labels"], cf.target, None)])
             entry[m] = [cf]
-        networks = (read_table(d / f"{name}_networks.csv")
-                    if (d / f"{name}_networks.csv").exists() else pd.DataFrame())
-        return cls(read_results(name, d), cfs, read_table(d / f"{name}_curves.csv"), networks)
+        return cls(results, cfs, tables["curves"], tables.get("networks", pd.DataFrame()))
 
     @property
     def models(self) -> list[str]:

@@ -25,7 +25,7 @@ from cflib.bench.data import (
     pair_label,
 )
 from cflib.bench.profiles import normalised
-from cflib.bench.results import CLASSIFIER, tidy, with_pair_means
+from cflib.bench.results import CLASSIFIER, Run, tidy, with_pair_means
 from cflib.bench.runner import Table, evaluate
 from cflib.bench.seeds import Seeds
 from cflib.cache import networks_table, networks_used
@@ -219,7 +219,7 @@ def split_reference(x_target: torch.Tensor, seed: int = 0):
 
 
 @dataclass
-class TableRun:
+class C3LTRun(Run):
     """What one run of the C3LT table produced: tidy rows plus what the figures need."""
 
     results: pd.DataFrame
@@ -246,51 +246,31 @@ class TableRun:
             out["aupc_curves"] = pd.DataFrame(rows)
         return out
 
-    def save(self, results_dir, name: str) -> list:
-        """Everything the chapter's page shows: the results table, the extra tables and the
-        first :data:`FIGURE_QUERIES` counterfactuals of every pair and method
-        (:data:`QUERY_FIGURE_QUERIES` of the first pair)
-        (``<name>_counterfactuals.pt`` / ``.json``).  :meth:`load` reads them back."""
-        from pathlib import Path
+    TABLES = ("c3lt_training", "judges", "networks", "aupc_curves")
 
-        from cflib.bench.results import write_run
-        from cflib.explainers.base import save_counterfactuals
-
-        paths = write_run(self, name, results_dir)
+    def shown(self) -> dict:
+        """The counterfactuals the page shows: the first :data:`FIGURE_QUERIES` of every
+        pair and method (:data:`QUERY_FIGURE_QUERIES` of the first pair)."""
         first = next(iter(self.counterfactuals), ("",))[0]
-        shown = {f"{pair}|{m}": cf.head(QUERY_FIGURE_QUERIES if pair == first
-                                        else FIGURE_QUERIES)
-                 for (pair, m), cf in self.counterfactuals.items()}
-        paths.append(save_counterfactuals(Path(results_dir) / f"{name}_counterfactuals", shown))
-        return paths
+        return {f"{pair}|{m}": cf.head(QUERY_FIGURE_QUERIES if pair == first
+                                       else FIGURE_QUERIES)
+                for (pair, m), cf in self.counterfactuals.items()}
 
     @classmethod
-    def load(cls, results_dir, name: str) -> "TableRun":
-        """The :class:`TableRun` that :meth:`save` wrote (the figures' counterfactuals and
-        the mean insertion curves, not the networks)."""
-        from pathlib import Path
-
-        from cflib.bench.results import read_results, read_table
-        from cflib.explainers.base import load_counterfactuals
-
-        d = Path(results_dir)
-        cfs = {tuple(k.split("|", 1)): cf
-               for k, cf in load_counterfactuals(d / f"{name}_counterfactuals").items()}
+    def from_saved(cls, results, tables, shown) -> "C3LTRun":
+        """The run :meth:`save` wrote: the figures' counterfactuals and the mean insertion
+        curves, not the networks."""
         curves = {}
-        if (d / f"{name}_aupc_curves.csv").exists():
-            for (pair, m), g in read_table(d / f"{name}_aupc_curves.csv").groupby(
-                    ["pair", "method"], sort=False):
+        if "aupc_curves" in tables:
+            for (pair, m), g in tables["aupc_curves"].groupby(["pair", "method"], sort=False):
                 g = g.sort_values("step")
                 tc = torch.tensor(g["target"].to_numpy(), dtype=torch.float32)[None]
                 qc = torch.tensor(g["query"].to_numpy(), dtype=torch.float32)[None]
                 curves[(str(pair), str(m))] = AUPCResult(tc, qc, tc.mean(1), qc.mean(1))
-        training = (read_table(d / f"{name}_c3lt_training.csv")
-                    if (d / f"{name}_c3lt_training.csv").exists() else pd.DataFrame())
-        judges = (read_table(d / f"{name}_judges.csv")
-                  if (d / f"{name}_judges.csv").exists() else pd.DataFrame())
-        networks = (read_table(d / f"{name}_networks.csv")
-                    if (d / f"{name}_networks.csv").exists() else pd.DataFrame())
-        return cls(read_results(name, d), cfs, curves, None, training, judges, networks)
+        cfs = {tuple(k.split("|", 1)): cf for k, cf in shown.items()}
+        return cls(results, cfs, curves, None,
+                   *(tables.get(k, pd.DataFrame()) for k in ("c3lt_training", "judges",
+                                                            "networks")))
 
     @property
     def pairs(self) -> list[str]:
@@ -308,12 +288,12 @@ class TableRun:
 
 @normalised
 def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="standard",
-                   seeds: Seeds = Seeds(), device="cpu", n_images: int | None = None) -> TableRun:
+                   seeds: Seeds = Seeds(), device="cpu", n_images: int | None = None) -> C3LTRun:
     """Run the methods of the C3LT table on each class pair and score every metric.
 
     Query images: ``n_images`` (default: the profile's) test images of the query class,
     drawn with the data seed; the networks are the training seed's.  Returns a
-    :class:`TableRun`.  The device, the arguments and the data files are checked first,
+    :class:`C3LTRun`.  The device, the arguments and the data files are checked first,
     before any network is loaded or trained.
     """
     prof = profile
@@ -373,5 +353,5 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
     acc = df[df["method"] == CLASSIFIER]
     df = pd.concat([acc, with_pair_means(df[df["method"] != CLASSIFIER])], ignore_index=True)
     hist = pd.DataFrame([{"pair": k, **h} for k, hs in training.items() for h in hs])
-    return TableRun(tidy(df), cfs, curves, models, hist, judges_table(models),
+    return C3LTRun(tidy(df), cfs, curves, models, hist, judges_table(models),
                     networks_table(networks_used(first_network)))

@@ -45,7 +45,7 @@ from torch import nn
 from cflib.bench import zoo
 from cflib.bench.data import check_data, load_split
 from cflib.bench.profiles import normalised
-from cflib.bench.results import tidy
+from cflib.bench.results import Run, tidy
 from cflib.bench.runner import Table, evaluate
 from cflib.bench.runner import shape_checks as _shape_checks
 from cflib.bench.runner import summarise as _summarise
@@ -547,7 +547,7 @@ _ROW_META = "row_recourse"
 
 
 @dataclass
-class QuantRun:
+class QuantRun(Run):
     """What :func:`run_quant_table` returns.
 
     ``results``: tidy rows (:data:`cflib.bench.results.COLUMNS`; ``variant`` "" for the
@@ -566,51 +566,35 @@ class QuantRun:
     checks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Extra tables written beside the results (:func:`cflib.bench.results.write_run`):
+        """Extra tables written beside the results (:meth:`cflib.bench.results.Run.save`):
         ``<name>_sweep.csv``, ``<name>_bits.csv`` and ``<name>_checks.csv``."""
         return {"sweep": self.sweep, "bits": self.bits, "checks": self.checks}
 
-    def save(self, results_dir, name: str) -> list:
-        """Everything the chapter's page shows: the results, the extra tables and every
-        table row's recourse (``<name>_recourse.pt`` / ``.json``: its counterfactuals, with
-        the per-query VD events, cost gaps, cosines and margins in their ``meta``)."""
-        from pathlib import Path
+    TABLES = ("sweep", "bits", "checks")
+    SHOWN = "recourse"
 
-        from cflib.bench.results import write_run
-        from cflib.explainers.base import save_counterfactuals
-
-        paths = write_run(self, name, results_dir)
+    def shown(self) -> dict:
+        """Every table row's recourse: its counterfactuals, with the per-query VD events,
+        cost gaps, cosines and margins in their ``meta``."""
         shown = {}
         for (seed, variant, method), rec in self.recourse.items():
             if variant == "":
                 per_query = {k: getattr(rec, k) for k in _PER_QUERY}
                 shown[f"{seed}|{method}"] = replace(rec.cf, meta={**rec.cf.meta,
                                                                   _ROW_META: per_query})
-        if shown:
-            paths.append(save_counterfactuals(Path(results_dir) / f"{name}_recourse", shown))
-        return paths
+        return shown
 
     @classmethod
-    def load(cls, results_dir, name: str) -> "QuantRun":
+    def from_saved(cls, results, tables, shown) -> "QuantRun":
         """The tables and the table rows' recourse :meth:`save` wrote (not the queries of
         the variants, not the networks)."""
-        from pathlib import Path
-
-        from cflib.bench.results import read_results, read_table
-        from cflib.explainers.base import load_counterfactuals
-
-        d = Path(results_dir)
-        extra = {k: read_table(d / f"{name}_{k}.csv") for k in ("sweep", "bits", "checks")
-                 if (d / f"{name}_{k}.csv").exists()}
         recourse = {}
-        if (d / f"{name}_recourse.pt").exists():
-            for key, cf in load_counterfactuals(d / f"{name}_recourse").items():
-                seed, method = key.split("|", 1)
-                meta = dict(cf.meta)
-                per_query = meta.pop(_ROW_META)
-                recourse[(int(seed), "", method)] = RowRecourse(replace(cf, meta=meta),
-                                                                **per_query)
-        return cls(read_results(name, d), recourse=recourse, **extra)
+        for key, cf in shown.items():
+            seed, method = key.split("|", 1)
+            meta = dict(cf.meta)
+            per_query = meta.pop(_ROW_META)
+            recourse[(int(seed), "", method)] = RowRecourse(replace(cf, meta=meta), **per_query)
+        return cls(results, recourse=recourse, **tables)
 
     @property
     def train_seeds(self) -> list[int]:

@@ -159,7 +159,7 @@ def _c3lt_stand_in(model: str = ""):
 
 C3LT = TableSpec(
     "c3lt", tuple(c3lt.C3LT_METHODS), ("Original Data", "Query (unchanged)"),
-    tuple(c3lt.C3LT_METRICS), True, "Validity", _c3lt_run, c3lt.TableRun.load, _c3lt_means,
+    tuple(c3lt.C3LT_METRICS), True, "Validity", _c3lt_run, c3lt.C3LTRun.load, _c3lt_means,
     _c3lt_checks, _c3lt_intervals, lambda run, model="": run.counterfactuals,
     _c3lt_stand_in, lambda prof: prof.c3lt.n_images)
 
