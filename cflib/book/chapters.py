@@ -7,7 +7,7 @@ declares every parameter with a type annotation, a default and a comment::
 
 That cell is the schema: :func:`parameter_schema` reads it, and :func:`check` validates
 a chapter's parameters against it (types, ranges, unknown names, a dataset that does
-not match the chapter) before any kernel starts (``cflib.build_chapter``) and again
+not match the chapter) before any kernel starts (:func:`cflib.book.runs.execute.prepare`) and again
 inside the notebook (:func:`parameters`), so that a papermill run with a misspelt or
 mistyped parameter stops with a message instead of running something else.  Values
 given as text (``papermill -p n_images 50``) are read as JSON where the annotation

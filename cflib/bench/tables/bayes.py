@@ -55,7 +55,7 @@ from torch import nn
 
 from cflib.bench import catalog, zoo
 from cflib.bench.choices import IM_CLASS_AE
-from cflib.bench.data import canonical_dataset, check_data, load_split
+from cflib.bench.data import CLASS_NAMES, canonical_dataset, check_data, load_split
 from cflib.bench.profiles import normalised
 from cflib.bench.results import CLASSIFIER, Run, tidy
 from cflib.bench.runner import Table, evaluate
@@ -279,7 +279,7 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
     log.info("%s classifier: test accuracy %.4f", model, info.get("test_accuracy", float("nan")))
     x_train, y_train = load_split(dataset, "train")
     aes = {c: zoo.autoencoder(dataset, c, prof, seeds.train, device=device)[0]
-           for c in range(10)}
+           for c in range(len(CLASS_NAMES[dataset]))}
     judges = {n: m for n, (m, _) in zoo.judges(dataset, prof, seeds.train, device).items()}
     x_test, y_test = load_split(dataset, "test")
     real = {c: x_test[y_test == c][:MAX_REAL] for c in range(10)}
