@@ -138,11 +138,16 @@ report.page_table(table, links=table.index)
 # judges' test accuracies are folded under the table.
 
 # %%
-have = (merged is not None
-        and merged[merged["metric"] == "Validity (all judges)"]["n"].min() == len(per_seed))
-if have:
-    transfer = report.spread_table(merged, "c3lt", dataset, transfer_metrics, run.methods)
-    transfer_spread = spread
+# the seeds that have these metrics (a sweep's older seeds predate them): the table is the
+# mean over those, as the prose's numbers are
+judged = {s: df for s, df in per_seed.items()
+          if (df["metric"] == "Validity (all judges)").any()}
+if len(judged) > 1:
+    transfer = report.spread_table(sweep.merge_seeds(list(judged.values())), "c3lt", dataset,
+                                   transfer_metrics, run.methods)
+    transfer_spread = (spread if len(judged) == len(per_seed) else
+                       f"mean ± sd over training seeds {', '.join(map(str, judged))}: the "
+                       "sweep's other seeds predate these metrics")
 else:
     transfer = report.comparison_table(run.results, "c3lt", dataset, metrics=transfer_metrics,
                                        methods=run.methods)
