@@ -22,7 +22,7 @@ from cflib.bench.results import CLASSIFIER, read_results, table_means
 from cflib.bench.tables.c3lt import FULL_TABLE_METRICS
 from cflib.bench.tables.registry import CHAPTER_TABLES, chapters_of
 from cflib.book.chapters import BOOK_RUN, CHAPTER_DIR, CHAPTERS
-from cflib.book.report.discussion import f as fmt
+from cflib.book.report.discussion import f as num
 from cflib.book.report.discussion import pct
 from cflib.book.report.display import markdown, page_table
 from cflib.book.report.tables import bayes_table, comparison_table, quant_table, spread_table
@@ -45,24 +45,24 @@ def _markdown_cells(table: pd.DataFrame, cell) -> str:
 
 def markdown_ours_paper(table: pd.DataFrame, digits: int = 3) -> str:
     """A ``comparison_table`` as a markdown table of ``ours / paper`` cells."""
-    return _markdown_cells(table, lambda row, m: f"{fmt(row[(m, 'ours')], digits)} / "
-                                                 f"{fmt(row[(m, 'paper')], digits)}")
+    return _markdown_cells(table, lambda row, m: f"{num(row[(m, 'ours')], digits)} / "
+                                                 f"{num(row[(m, 'paper')], digits)}")
 
 
 def markdown_bayes(table: pd.DataFrame, digits: int = 3) -> str:
     """A ``bayes_table`` as markdown: ``mean ± sd`` cells, the paper's value after a slash."""
     def cell(row, m):
-        c = f"{fmt(row[(m, 'ours')], digits)} ± {fmt(row[(m, '± sd')], digits)}"
-        return c if pd.isna(row[(m, "paper")]) else c + f" / {fmt(row[(m, 'paper')], digits)}"
+        c = f"{num(row[(m, 'ours')], digits)} ± {num(row[(m, '± sd')], digits)}"
+        return c if pd.isna(row[(m, "paper")]) else c + f" / {num(row[(m, 'paper')], digits)}"
 
     return _markdown_cells(table, cell)
 
 
 def markdown_spread(table: pd.DataFrame, digits: int = 3) -> str:
     """A ``spread_table`` as markdown: ``mean ± sd / paper`` cells."""
-    return _markdown_cells(table, lambda row, m: f"{fmt(row[(m, 'mean')], digits)} ± "
-                                                 f"{fmt(row[(m, '± sd')], 2)} / "
-                                                 f"{fmt(row[(m, 'paper')], digits)}")
+    return _markdown_cells(table, lambda row, m: f"{num(row[(m, 'mean')], digits)} ± "
+                                                 f"{num(row[(m, '± sd')], 2)} / "
+                                                 f"{num(row[(m, 'paper')], digits)}")
 
 
 def _c3lt_block(df: pd.DataFrame, dataset: str, name: str, results_dir) -> Block:
@@ -114,20 +114,20 @@ def markdown_quant(table: pd.DataFrame, digits: int = 3) -> str:
         v = row[(k, "ours")]
         if pd.isna(v):
             return "–"
-        return (f"{fmt(v, digits)} [{fmt(row[(k, 'low')], 2)}, "
-                f"{fmt(row[(k, 'high')], 2)}]")
+        return (f"{num(v, digits)} [{num(row[(k, 'low')], 2)}, "
+                f"{num(row[(k, 'high')], 2)}]")
 
     rows = {}
     for method, row in table.iterrows():
-        cells = [f"{fmt(row[('Accuracy %', 'ours')], digits)} / "
-                 f"{fmt(row[('Accuracy %', 'paper')], digits)}",
+        cells = [f"{num(row[('Accuracy %', 'ours')], digits)} / "
+                 f"{num(row[('Accuracy %', 'paper')], digits)}",
                  interval(row, "VD"), interval(row, "FA recon")]
         for k in ("CRG", "DirSim"):
             v = row[(k, "ours")]
-            cells.append("–" if pd.isna(v) else f"{fmt(v, digits)} ± {fmt(row[(k, '±')], 2)}")
-        cells.append(f"{fmt(row[('Overhead ×', 'ours')], digits)} / "
-                     f"{fmt(row[('Overhead ×', 'paper')], digits)}")
-        cells.append(f"{fmt(row[('bits', 'weights')], 2)} / {fmt(row[('bits', 'acts')], 2)}")
+            cells.append("–" if pd.isna(v) else f"{num(v, digits)} ± {num(row[(k, '±')], 2)}")
+        cells.append(f"{num(row[('Overhead ×', 'ours')], digits)} / "
+                     f"{num(row[('Overhead ×', 'paper')], digits)}")
+        cells.append(f"{num(row[('bits', 'weights')], 2)} / {num(row[('bits', 'acts')], 2)}")
         rows[method] = cells
     return markdown(pd.DataFrame.from_dict(rows, orient="index", columns=[
         "Accuracy %", "VD", "FA recon", "CRG", "DirSim", "Overhead ×", "avg bits W/A"]),
@@ -231,17 +231,17 @@ def summary(results_dir="results") -> str:
             n = int(merged["n"].max())
 
             def cell(method, metric, t=t):
-                return (f"{fmt(t.loc[method, (metric, 'mean')])} ± "
-                        f"{fmt(t.loc[method, (metric, '± sd')], 2)}")
+                return (f"{num(t.loc[method, (metric, 'mean')])} ± "
+                        f"{num(t.loc[method, (metric, '± sd')], 2)}")
             seeds = f" ({n} training seeds, mean ± sd)"
         else:
             m = table_means(df)
 
             def cell(method, metric, m=m):
-                return fmt(_cell(m, method, metric))
+                return num(_cell(m, method, metric))
             seeds = f" (training seed {df['train_seed'].iloc[0]})"
         parts = [f"{metric} {cell('C3LT', metric)} (paper "
-                 f"{fmt(reported_value('c3lt', dataset, 'C3LT', metric))})" for metric in metrics]
+                 f"{num(reported_value('c3lt', dataset, 'C3LT', metric))})" for metric in metrics]
         lines[f"{title}{seeds}"] = (f"C3LT {', '.join(parts)}; real target images: IM1 "
                                     f"{cell('Original Data', 'IM1')}, proximity "
                                     f"{cell('Original Data', 'Proximity')}")
@@ -252,13 +252,13 @@ def summary(results_dir="results") -> str:
         ours = _cell(b, "PSCE", "IM1", model=model)
         paper = reported_value("bayes", "mnist", "PSCE", "IM1", model)
         label = {"mc_dropout": "MC dropout", "bnn": "BNN"}.get(model, model.replace("_", " "))
-        parts.append(f"{label} {fmt(ours)} (paper {fmt(paper)})")
+        parts.append(f"{label} {num(ours)} (paper {num(paper)})")
     lines[chapters_of("bayes")[0].title] = "PSCE IM1 " + ", ".join(parts)
     q = f[chapters_of("quant")[0].chapter]
     q = q[q["variant"] == ""]
-    parts = [f"FP32 accuracy {fmt(_cell(q, 'FP32', 'Accuracy'))}"]
+    parts = [f"FP32 accuracy {num(_cell(q, 'FP32', 'Accuracy'))}"]
     for m in ("PTQ INT8", "PTQ INT4", "MixedPrec-QAT", "CFQ-QAT"):
-        parts.append(f"{m} VD {fmt(_cell(q, m, 'VD'))}")
+        parts.append(f"{m} VD {num(_cell(q, m, 'VD'))}")
     # as the chapter says it: a share in per cent (one number, one form)
     parts.append(f"false acceptance CFQ-QAT {pct(_cell(q, 'CFQ-QAT', 'FA_recon'))} "
                  f"(FP32 {pct(_cell(q, 'FP32', 'FA_recon'))})")
