@@ -16,10 +16,8 @@
 # The MNIST and Fashion-MNIST chapters run the same rows with the same code.  This
 # page reads their results and ranks the methods on each metric (1 = best, in the
 # metric's direction), per dataset, so that a method that is good on digits but not
-# on clothes stands out.  The caption under the heatmaps says over how many training
-# seeds each dataset's ranks are taken.  A rank on a realism metric (IM1, IM2, FID,
-# KID) says nothing about whether the method *edited* the query: the chapters flag the
-# methods that move it about as far as a different real image of the target would.
+# on clothes stands out.  A rank on a realism metric (IM1, IM2, FID, KID) says nothing
+# about whether the method *edited* the query.
 
 # %% tags=["parameters"]
 profile: str = "standard"   # the profile of the results files this page reads
@@ -29,6 +27,9 @@ results_dir: str | None = None  # where the two C3LT chapters' results files are
 from cflib.book import chapters
 
 p = chapters.parameters("cross_dataset.py", globals())
+
+# %% [markdown]
+# <!-- summary -->
 
 # %%
 from pathlib import Path
