@@ -13,39 +13,24 @@
 # %% [markdown]
 # # Benchmark your own method
 #
-# The other chapters answer *how do the published methods compare*.  This one answers
-# *how does my method compare*: it defines a method in the page itself, as a reader
-# would, and runs it through exactly the protocol of a table of the book with
-# `cflib.bench.compare`: the table's queries and data seed, its trained networks (from
-# the weight cache, at the run's profile), its metrics and its reference rows, then
-# puts its row beside the book's rows and the papers' values, ranked per metric where
-# the rows' 95 % intervals separate.  The
-# same from a terminal, for a class (or a function `fn(model, x, target) -> x_cf`) in a
-# module of your own:
+# The other chapters compare the published methods; this one compares yours.  It
+# defines a method in the page, as a reader would, and runs it through exactly a
+# table's protocol with `cflib.bench.compare` (its queries, seeds, trained networks,
+# metrics and reference rows), beside the book's rows.  The method is a baseline the
+# tables lack, the *nearest unlike neighbour* {cite:p}`keane2020good`: for each query,
+# the closest training image of the target class (L1 on [−1, 1]) among those the
+# classifier assigns to the target.
+# It returns a real image: a generative method should move the query less while scoring
+# as well on realism.  It runs on the C3LT table's MNIST pair 4→9.
+
+# %% [markdown]
+# **What this shows.**
 #
-# ```bash
-# cflib bench --method mypkg.mymodule:MyExplainer --config '{"steps": 50}' \
-#     --tables c3lt-mnist,c3lt-fmnist --profile smoke --pairs '4->9,0->2'
+# ```{glue:md} reading
+# :format: myst
 # ```
 #
-# It writes a results file per table (the book's results schema) and one HTML page
-# with everything below, under `./cflib-bench/<method>-<profile>/` of the current folder
-# (or `--out DIR`, anywhere but the committed `results/` and `book/`: a user's method
-# never replaces a committed file; a second run to a folder holding a run's files needs
-# `--force`).  The tables are `c3lt-mnist`, `c3lt-fmnist` (the C3LT table on each
-# dataset, its pairs) and `bayes-mc_dropout`, `bayes-bnn` (the Bayesian chapter's two
-# classifiers).  The book's committed rows stand beside yours only where they were made
-# with the same profile and seeds and their reference rows equal your run's (the same
-# networks and queries); at another profile the book's methods run beside yours at that
-# profile, labelled as that run's rows (`--no-book-methods`: only the reference rows),
-# and the page says which.
-#
-# **The method defined here** is a baseline the tables do not have: the *nearest unlike
-# neighbour* {cite:p}`keane2020good`, for each query the closest training image of the
-# target class (L1 distance on [−1, 1]) among those the classifier itself assigns to the
-# target.  It returns a real image and synthesises nothing: a generative method should
-# move the query less while scoring as well on realism.  It runs on the C3LT table's
-# MNIST pair 4→9.
+# *From a terminal*, at the end, runs the same for a method in a module of your own.
 
 # %% tags=["parameters"]
 profile: str = "standard"   # smoke | standard | paper: sizes only, never the algorithm
@@ -163,7 +148,10 @@ report.page_table(report.bench_intervals(tc))
 report.page_table(report.bench_ranks(tc))
 
 # %%
-display(Markdown(report.bench_reading(tc)))
+from myst_nb import glue
+
+# the page's answer, shown under "What this shows" at the top of the page
+glue("reading", Markdown(report.bench_verdict(tc)), display=False)
 
 # %% [markdown]
 # ## Counterfactuals
@@ -191,6 +179,29 @@ if checks.empty:
                      "the papers' methods, and none of them stands beside this one here."))
 else:
     display(report.verdicts(checks))
+
+# %% [markdown]
+# ## From a terminal
+#
+# The same comparison for a class (or a function `fn(model, x, target) -> x_cf`) in a
+# module of your own:
+#
+# ```bash
+# cflib bench --method mypkg.mymodule:MyExplainer --config '{"steps": 50}' \
+#     --tables c3lt-mnist,c3lt-fmnist --profile smoke --pairs '4->9,0->2'
+# ```
+#
+# It writes a results file per table (the book's results schema) and one HTML page
+# with everything above, under `./cflib-bench/<method>-<profile>/` of the current folder
+# (or `--out DIR`, anywhere but the committed `results/` and `book/`: a user's method
+# never replaces a committed file; a second run to a folder holding a run's files needs
+# `--force`).  The tables are `c3lt-mnist`, `c3lt-fmnist` (the C3LT table on each
+# dataset, its pairs) and `bayes-mc_dropout`, `bayes-bnn` (the Bayesian chapter's two
+# classifiers).  The book's committed rows stand beside yours only where they were made
+# with the same profile and seeds and their reference rows equal your run's (the same
+# networks and queries); at another profile the book's methods run beside yours at that
+# profile, labelled as that run's rows (`--no-book-methods`: only the reference rows),
+# and the page says which.
 
 # %% [markdown]
 # ```{admonition} Protocol notes

@@ -296,6 +296,12 @@ def test_ranks_reading_and_page_of_a_made_up_run(tmp_path):
     assert "Mine is first on no metric" in text and "mean rank over the 3" in text
     assert "4 queries per pair on 1 pair (4 in all)" in text
     assert "60 % of its counterfactuals" in text and "real target images: 90 %" in text
+    # the page's answer: the same sentences, one topic per item
+    from cflib.book.report import bench_verdict
+
+    items = bench_verdict(tc).split("\n")
+    assert [i.split("**")[1] for i in items] == ["Ranks", "Validity", "An edit or a redraw"]
+    assert " ".join(i.split("**: ", 1)[1] for i in items) == text
     page = bench_page(cmp)
     assert table_row(page, "Mine") and "a note" in page
     assert page.count("data:image/png;base64,") == 1

@@ -10,7 +10,8 @@ and figures (:func:`~cflib.book.report.figures.plot_cf_grid`,
 * :func:`bench_table`: every row's value beside the paper's, as the chapter's table;
 * :func:`bench_ranks`: each row's rank per metric, and its mean rank;
 * :func:`bench_grid`: the method's counterfactuals beside the reference rows';
-* :func:`bench_reading`: a few sentences read off the numbers;
+* :func:`bench_reading`: a few sentences read off the numbers (:func:`bench_verdict`: the
+  same as a list, one topic per item);
 * :func:`bench_page`: all of it, per table, as one self-contained HTML page (the style
   inline, the figures as base64 PNG): the renderer ``cflib.bench.compare`` takes.
 """
@@ -154,13 +155,14 @@ def _list(names) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def bench_reading(tc) -> str:
-    """What the numbers say about the method, in a few sentences (every number read from
-    the comparison): its ranks, its validity beside the real target images', and (C3LT
-    tables) how far it moves the query against a real target image."""
+def _reading(tc) -> list[tuple[str, str]]:
+    """What the numbers say about the method, as ``(topic, sentences)``: its ranks, its
+    validity beside the real target images', and (C3LT tables) how far it moves the query
+    against a real target image; every number read from the comparison."""
     ranks, ties, wide, m = tc.ranks(), tc.ties(), tc.wide(), tc.method
     if not len(ranks.columns) or m not in ranks.index:
-        out = [f"No metric is ranked: no row of this table has an interval ({tc.sample_size()})."]
+        out = [("Ranks", "No metric is ranked: no row of this table has an interval "
+                         f"({tc.sample_size()}).")]
     else:
         r, n = ranks.loc[m], len(ranks)
         alone = [k for k in ranks.columns if r[k] == 1 and not ties.loc[m, k]]
@@ -176,18 +178,20 @@ def bench_reading(tc) -> str:
             said.append(f"is last on its own on {_list(last)}")
         mid = (ranks + tc.worst_ranks()) / 2
         others = "; ".join(f"{k} {fmt(mid.loc[k].mean(), 2)}" for k in mid.index if k != m)
-        out = [f"On {tc.sample_size()}, among the {n} rows of this table (the reference rows "
-               f"ranked too), {m} " + ("; ".join(said) or "is first on no metric")
-               + f"; its mean rank over the {len(ranks.columns)} ranked metrics is "
-               f"{fmt(mid.loc[m].mean(), 2)} (" + (others or "no other row") + "). A row "
-               "ranks above another only where their 95 % intervals separate; where they "
-               "overlap, neither is called better."]
+        out = [("Ranks", f"On {tc.sample_size()}, among the {n} rows of this table (the "
+                         f"reference rows ranked too), {m} "
+                         + ("; ".join(said) or "is first on no metric")
+                         + f"; its mean rank over the {len(ranks.columns)} ranked metrics is "
+                         f"{fmt(mid.loc[m].mean(), 2)} (" + (others or "no other row")
+                         + "). A row ranks above another only where their 95 % intervals "
+                         "separate; where they overlap, neither is called better.")]
     valid = tc.table.spec.validity
     if valid in wide.columns:
         v, real = wide.loc[m, valid], wide[valid].get("Original Data")
-        out.append(f"The classifier assigns {fmt(100 * v, 3)} % of its counterfactuals to the "
-                   "target" + (f" (real target images: {fmt(100 * real, 3)} %)."
-                               if real is not None and pd.notna(real) else "."))
+        out.append(("Validity", f"The classifier assigns {fmt(100 * v, 3)} % of its "
+                    "counterfactuals to the target"
+                    + (f" (real target images: {fmt(100 * real, 3)} %)."
+                       if real is not None and pd.notna(real) else ".")))
     if "Proximity_vs_real" in wide.columns:
         ratio = wide.loc[m, "Proximity_vs_real"]
         text = (f"It changes the query {fmt(ratio, 2)} times as much as a different real "
@@ -196,8 +200,18 @@ def bench_reading(tc) -> str:
             text += (f"; at {fmt(c3lt.CONFOUNDED_RATIO, 2)} or more it redraws the query rather "
                      "than edits it, so its realism scores (IM1, IM2, FID, KID) reward the "
                      "redraw")
-        out.append(text + ".")
-    return " ".join(out)
+        out.append(("An edit or a redraw", text + "."))
+    return out
+
+
+def bench_reading(tc) -> str:
+    """What the numbers say about the method, in a few sentences (:func:`_reading`)."""
+    return " ".join(text for _, text in _reading(tc))
+
+
+def bench_verdict(tc) -> str:
+    """The same reading as a markdown list, one topic per item: a page's answer."""
+    return "\n".join(f"- **{topic}**: {text}" for topic, text in _reading(tc))
 
 
 def _figure_html(fig, alt: str) -> str:
@@ -371,4 +385,5 @@ def bench_page(cmp) -> str:
 
 
 __all__ = ["bench_table", "bench_ranks", "bench_intervals", "bench_grid", "bench_reading",
+           "bench_verdict",
            "bench_section", "bench_page"]
