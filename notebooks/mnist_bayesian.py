@@ -221,8 +221,9 @@ ablation = ((report.psce_ablation_table(run.results),) if (run.results["variant"
 report.fold(
     "PSCE's ablation: δ and the manifold term's autoencoders",
     *ablation,
-    note=("The main PSCE row uses the paper's setting: δ = 0.9 and the all-class "
-          "autoencoder in the manifold term (the variant was not chosen on this table).  "
+    note=("The main PSCE row uses our setting: δ = 0.9 (the paper gives no value we could "
+          "find) and the all-class autoencoder in the manifold term, both chosen before "
+          "any result (the variant was not chosen on this table).  "
           "Beside it, on the same queries (MC dropout, the first repeat), δ = 0.99 and a "
           "manifold term from *target-class* autoencoders, trained apart from the IM1 "
           "autoencoders (another architecture and seed) so that IM1 does not grade PSCE "
@@ -323,8 +324,8 @@ report.fold(
 # - **PSCE's ablation**: δ ∈ {0.9, 0.99} × manifold term ∈ {the all-class AE, the
 #   target-class AE of each query's target}; the target-class AEs use the reference's
 #   class-specific architecture when IM1 uses a dense one (and the other way round) and
-#   their own training seed.  The main row is the paper's setting, chosen before any
-#   result; the ablation runs on MC dropout's first repeat only.
+#   their own training seed.  The main row is our setting (the paper gives no δ we could
+#   find), chosen before any result; the ablation runs on MC dropout's first repeat only.
 # - **Implausibility** is our definition (the paper's is not known): see
 #   `cflib/metrics/robustness.py`.  IM1 and Implausibility average over all
 #   counterfactuals, valid or not, as Schut et al.

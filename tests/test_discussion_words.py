@@ -37,3 +37,12 @@ def test_the_check_catches_the_sentence_it_was_written_for():
     decided = ('at validity {{ a | f }}, {{ "below" if a < b else "above" }} the '
                "reconstruction's {{ b | f }}")
     assert not hard_coded(decided)
+
+
+def test_psce_delta_is_called_ours_not_the_papers():
+    """PSCE's δ = 0.9 has no source in the paper we could find: the Bayesian page calls
+    the main row's setting ours (issue 43); it called it "the paper's setting"."""
+    said = [p.name for p in (ROOT / "notebooks" / "mnist_bayesian.py",
+                             ROOT / "book" / "discussion" / "mnist_bayesian.md")
+            if "paper's setting" in p.read_text()]
+    assert not said, said

@@ -345,7 +345,7 @@ def bayes_table(results: pd.DataFrame, model: str, dataset: str = "mnist",
 def psce_ablation_table(results: pd.DataFrame, model: str = "mc_dropout",
                         metrics=("IM1", "Implausibility", "Validity_fresh", "Validity_per_draw",
                                  "Confidence_fresh", "L1", "L0")) -> pd.DataFrame:
-    """PSCE's ablation on the first repeat: the main row (the paper's setting: delta 0.9,
+    """PSCE's ablation on the first repeat: the main row (our setting: delta 0.9,
     all-class autoencoder) beside each variant, on the same queries."""
     df = results[(results["model"] == model) & (results["method"] == "PSCE")]
     if "repeat" in df.columns:
