@@ -180,7 +180,7 @@ def test_executed_chapters_record_their_inputs_and_hide_plumbing(results_dir, bo
     assert "cflib/book/report/figures.py" in present["modules"]
     assert not set(compute["modules"]) & set(present["modules"])
     assert any(k.startswith("MNIST/raw/") for k in compute["data"])
-    assert "project:results/tuning/c3lt.csv" in present["reads"]
+    assert "project:results/tuning/c3lt_levers.csv" in present["reads"]
     # the outputs are tied to the notebook: each digest is its file's
     assert {"mnist_eval.csv", "mnist_eval_counterfactuals.pt"} <= set(meta["outputs"])
     assert not check_outputs("mnist_eval", results_dir, book_dir / "book" / "chapters")

@@ -709,3 +709,14 @@ def test_the_readme_stays_short_and_says_what_a_user_needs():
                    "cflib verify --rerun", "CFLIB_DATA", "CFLIB_SHIPPED=off"):
         assert needed in text, needed
     assert not re.search(r"\b[A-Z]+_SENTENCE\b", text), "a placeholder left in the README"
+
+
+def test_generator_reading_fingerprints_an_evidence_files_generator():
+    """The reconstruction proximity of an evidence file on its smallest generator (the
+    same for every candidate there): a file measured on other networks reads otherwise."""
+    rows = [("a", 1, "Reconstruction_proximity", 0.11), ("b", 1, "Reconstruction_proximity", 0.11),
+            ("a", 5, "Reconstruction_proximity", 0.07), ("a", 1, "Proximity", 0.4)]
+    ev = pd.DataFrame(rows, columns=["candidate", "dcgan_epochs", "metric", "value"])
+    assert report.generator_reading(ev) == pytest.approx(0.11)
+    assert report.generator_reading(ev.drop(columns="dcgan_epochs")) == pytest.approx(0.29 / 3)
+    assert pd.isna(report.generator_reading(ev[ev["metric"] == "Proximity"]))

@@ -313,6 +313,12 @@ class Readings:
                         for d in ("mnist", "fmnist")], ignore_index=True)
         return best_c3lt_budget(ev) if len(ev) else ""
 
+    def generator_reading(self, name: str, dataset: str | None = None) -> float:
+        """:func:`cflib.book.report.tables.generator_reading` of an evidence file."""
+        from cflib.book.report.tables import generator_reading
+
+        return generator_reading(self.evidence(name, dataset))
+
     def candidates(self, name: str, dataset: str | None = None, **where) -> list[str]:
         """The candidates of an evidence file, in its order."""
         d = self.evidence(name, dataset, **where)
@@ -335,7 +341,7 @@ def render(template: str, readings: Readings, **context) -> str:
     names = {k: getattr(readings, k) for k in
              ("v", "m", "sd", "spread", "paper", "values", "seeds_where", "in_seeds",
               "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
-              "evidence", "candidates", "budget_rule",
+              "evidence", "candidates", "budget_rule", "generator_reading",
               "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
               "like_explained")}
     from cflib.bench.profiles import PROFILES

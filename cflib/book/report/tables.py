@@ -230,6 +230,18 @@ def tuning_table(evidence: pd.DataFrame, dataset: str | None = None,
 BUDGET_EVIDENCE = ("c3lt_budget",)
 
 
+def generator_reading(evidence: pd.DataFrame) -> float:
+    """How far the generator of an evidence file regenerates the validation queries,
+    |G(E(x)) − x| (its ``Reconstruction_proximity`` rows, on its smallest generator when
+    it has several): a fingerprint of the DCGAN and encoder it was measured on, for a file
+    that records no network.  NaN when it has no such row."""
+    d = evidence[evidence["metric"] == "Reconstruction_proximity"]
+    if "dcgan_epochs" in d.columns and len(d):
+        e = pd.to_numeric(d["dcgan_epochs"])
+        d = d[e == e.min()]
+    return float(pd.to_numeric(d["value"]).mean()) if len(d) else float("nan")
+
+
 def budget_evidence(dataset: str, tuning_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(scores, training curves) of every budget of C3LT's mapping measured on
     ``dataset``'s validation pair with the chapters' generator (1 epoch), from the files
