@@ -244,7 +244,8 @@ def generator_reading(evidence: pd.DataFrame) -> float:
 
 def budget_evidence(dataset: str, tuning_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(scores, training curves) of every budget of C3LT's mapping measured on
-    ``dataset``'s validation pair with the chapters' generator (1 epoch), from the files
+    ``dataset``'s validation pair with a generator of the chapters' recipe (1 epoch: which
+    networks, :func:`generator_reading` tells), from the files
     of :data:`BUDGET_EVIDENCE` that exist, in the order of their budgets."""
     from pathlib import Path
 
