@@ -344,7 +344,7 @@ budget_networks_note = (
     f"chapter's at {report.fmt(r_levers, 3)} (the query-dependence levers, folded below, "
     "used this chapter's); "
     "read the trend over budgets, not the values beside this chapter's."
-    if abs(r_budget - r_levers) > 1e-4 else "")
+    if not report.same_generator(r_budget, r_levers) else "")
 if len(budget):
     display(report.fold(
         "C3LT: the mapping's budget against the public code's optimisation",

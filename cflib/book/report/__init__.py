@@ -82,6 +82,7 @@ from cflib.book.report.tables import (
     read_first_run,
     read_gpu_chapter,
     read_ops,
+    same_generator,
     spread_table,
     style,
     timing_beside_papers,
@@ -90,7 +91,7 @@ from cflib.book.report.tables import (
 
 __all__ = ["bench_grid", "bench_intervals", "bench_page", "bench_ranks", "bench_reading", "bench_verdict", "bench_section",
            "bench_table", "figure_html", "fold", "loops_table", "budget_evidence", "ops_table", "dense_share", "dense_rate", "read_ops", "read_first_run", "read_gpu_chapter", "gpu_chapter_table", "first_run_tables", "generator_reading", "machine_table", "Page", "fmt", "page_table", "row_anchor", "verdicts", "plot_c3lt_training", "judges_table", "networks_note", "networks_page_table", "plot_query_dependence", "plot_lever_frontier", "plot_c3lt_budget_curves", "plot_latent_frontier", "confounded_table", "plot_im1_vs_confidence", "psce_ablation_table", "bayes_table", "class_accuracy_table", "comparison_table", "kendall_tau", "metrics_table", "pair_table",
-           "pair_title", "pairs_table", "perturbation_table", "profile_table", "paper_rows", "rank_methods", "rank_summary",
+           "pair_title", "pairs_table", "perturbation_table", "profile_table", "paper_rows", "rank_methods", "rank_summary", "same_generator",
            "ranking_agreement", "spread_table", "style", "tuning_table", "plot_aupc_curves", "plot_bayes_grid", "plot_cf_grid",
            "plot_perturbation_curves", "plot_rank_heatmaps", "plot_seconds", "headline",
            "markdown_bayes", "markdown_ours_paper", "markdown_quant", "update_readme", "quant_table",

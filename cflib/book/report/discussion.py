@@ -346,6 +346,7 @@ def render(template: str, readings: Readings, **context) -> str:
               "like_explained")}
     from cflib.bench.profiles import PROFILES
     from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
+    from cflib.book.report.tables import REFERENCE_ROWS, same_generator
 
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
     from cflib.bench.choices import LATENT_SEARCH_LAMBDA, VALIDATION_PAIRS
@@ -384,6 +385,8 @@ def render(template: str, readings: Readings, **context) -> str:
     return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
                                              math=math, profile=profile, kendall=kendall_tau,
                                              confounded_ratio=CONFOUNDED_RATIO,
+                                             reference_rows=list(REFERENCE_ROWS),
+                                             same_generator=same_generator,
                                              **names, **context)
 
 

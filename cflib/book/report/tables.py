@@ -242,6 +242,13 @@ def generator_reading(evidence: pd.DataFrame) -> float:
     return float(pd.to_numeric(d["value"]).mean()) if len(d) else float("nan")
 
 
+def same_generator(a: float, b: float, tol: float = 1e-4) -> bool:
+    """Were two evidence files measured on one generator?  Their
+    :func:`generator_reading` agree within ``tol`` (a missing reading is no evidence
+    of another generator)."""
+    return not (a == a and b == b) or abs(a - b) <= tol
+
+
 def budget_evidence(dataset: str, tuning_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(scores, training curves) of every budget of C3LT's mapping measured on
     ``dataset``'s validation pair with a generator of the chapters' recipe (1 epoch: which
