@@ -173,6 +173,15 @@ def networks_table(records: list[dict]):
     return pd.DataFrame(rows, columns=["kind", "entry", "origin", "provenance"])
 
 
+def note_used(records: list[dict]) -> None:
+    """Count the networks a step read back from :mod:`cflib.memo` used (its
+    :func:`networks_used` records) as used by this process: what it trained then is in the
+    cache now (origin ``cache``)."""
+    for r in records:
+        origin = r["origin"] if r["origin"] in ("shipped", "cache") else "cache"
+        _USED.append({**r, "origin": origin, "code": r.get("code") or {}})
+
+
 def _used(kind: str, entry: str, origin: str, recorded: dict | None, code: dict) -> None:
     _USED.append({"kind": kind, "entry": entry, "origin": origin,
                   "provenance": prov.describe(recorded), "code": code})

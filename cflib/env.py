@@ -8,6 +8,7 @@
 | ``CFLIB_THREADS`` | torch threads of a chapter run | an int from 1 to the machine's cores |
 | ``CFLIB_SCHEDULER`` | a Dask scheduler for sweeps and the book | an address ``tcp://host:port`` (or ``host:port``) |
 | ``CFLIB_LOG`` | cflib's log level on stderr | a logging level name (``INFO``, ``WARNING``, ...) |
+| ``CFLIB_MEMO`` | memoized steps (a method's counterfactuals) read back from the cache, or always computed (:mod:`cflib.memo`) | as ``CFLIB_PROGRESS``; unset: on |
 | ``CFLIB_RENDER`` | set by a chapter's re-render: any explainer call or training is an error | ``1``/``0`` (as ``CFLIB_PROGRESS``) |
 
 A bad value is a ValueError that names the variable, its value and what is allowed.
@@ -131,6 +132,7 @@ def environ(**values: str | None) -> Iterator[None]:
 def check_all() -> None:
     """Check every variable cflib reads (a run calls this before any work)."""
     flag("CFLIB_PROGRESS")
+    flag("CFLIB_MEMO")
     flag(RENDER)
     threads()
     folder("CFLIB_CACHE")

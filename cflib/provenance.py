@@ -14,9 +14,7 @@ reaches (another network's) does not count.
 """
 from __future__ import annotations
 
-import ast
 import functools
-import hashlib
 import inspect
 import subprocess
 import sys
@@ -25,55 +23,10 @@ import types
 from functools import lru_cache
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent
-CHECKOUT = PACKAGE.parent
+from cflib.definitions import CHECKOUT, definitions
 
-
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return tree
-
-
-def _sha(node: ast.AST) -> str:
-    return hashlib.sha256(ast.dump(node).encode()).hexdigest()[:12]
-
-
-def definitions(path: Path | None = None, text: str | None = None) -> dict[str, str]:
-    """sha256 (12 hex) of each top-level definition of a module (function, class,
-    assignment; each entry of a dict literal apart, ``NAME['key']``), syntax trees without
-    docstrings.  Imports and ``__all__`` are left out."""
-    text = Path(path).read_text() if text is None else text
-    try:
-        tree = _strip_docstrings(ast.parse(text))
-    except SyntaxError:
-        return {"<module>": hashlib.sha256(text.encode()).hexdigest()[:12]}
-    out: dict[str, str] = {}
-    for i, node in enumerate(tree.body):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            continue
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            out[node.name] = _sha(node)
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                name = ast.unparse(t)
-                if name == "__all__":
-                    continue
-                value = node.value
-                if (isinstance(value, ast.Dict) and value.keys
-                        and all(isinstance(k, ast.Constant) for k in value.keys)):
-                    for k, v in zip(value.keys, value.values):
-                        out[f"{name}[{k.value!r}]"] = _sha(v)
-                else:
-                    out[name] = _sha(node)
-        else:
-            out[f"<statement {i}>"] = _sha(node)
-    return out
+__all__ = ["reachable", "training_code", "training_code_at", "commit", "provenance",
+           "changed_since", "certified_since", "describe", "definitions"]
 
 
 @lru_cache(maxsize=None)
@@ -233,17 +186,41 @@ def provenance(*fns, seconds: float | None = None) -> dict:
     return out
 
 
-def changed_since(recorded: dict | None) -> list[str] | None:
+def changed_since(recorded: dict | None, certified: dict | None = None) -> list[str] | None:
     """The recorded definitions (``module::name``) that were changed or removed since
-    ``recorded`` (a :func:`provenance`); ``None`` when nothing was recorded."""
+    ``recorded`` (a :func:`provenance`), but those whose change from the recorded digest to
+    today's is certified (twin trainings bit-equal: ``certified``, by default the shipped
+    networks' :func:`cflib.shipped.certified`); ``None`` when nothing was recorded."""
     if not recorded or not isinstance(recorded.get("code"), dict):
         return None
+    if certified is None:
+        from cflib.shipped import certified as shipped_certified
+
+        certified = shipped_certified()
     out = []
     for key, sha in recorded["code"].items():
         module, name = key.split("::", 1)
         path = CHECKOUT / module
         now = _file_definitions(module, path.stat().st_mtime) if path.exists() else {}
-        if now.get(name) != sha:
+        if now.get(name) != sha and (sha, now.get(name)) not in certified.get(key, ()):
+            out.append(key)
+    return sorted(out)
+
+
+def certified_since(recorded: dict | None, certified: dict | None = None) -> list[str]:
+    """The recorded definitions whose change since is certified (see :func:`changed_since`)."""
+    if not recorded or not isinstance(recorded.get("code"), dict):
+        return []
+    if certified is None:
+        from cflib.shipped import certified as shipped_certified
+
+        certified = shipped_certified()
+    out = []
+    for key, sha in recorded["code"].items():
+        module, name = key.split("::", 1)
+        path = CHECKOUT / module
+        now = _file_definitions(module, path.stat().st_mtime) if path.exists() else {}
+        if now.get(name) != sha and (sha, now.get(name)) in certified.get(key, ()):
             out.append(key)
     return sorted(out)
 
@@ -255,6 +232,9 @@ def describe(recorded: dict | None) -> str:
         return "trained by code that recorded no provenance (an older cflib)"
     who = f"trained at commit {recorded.get('commit', 'unknown')} ({recorded.get('date', '?')})"
     if not changed:
-        return f"{who}, by today's training code"
+        n = len(certified_since(recorded))
+        return f"{who}, by today's training code" + (
+            f" ({n} definition{'s' if n != 1 else ''} changed since, certified by twin "
+            "trainings)" if n else "")
     more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
     return f"{who}; its training code has changed since ({', '.join(changed[:3])}{more})"

@@ -40,6 +40,9 @@ from cflib.io import atomic_write
 
 SHIPPED_ENV = "CFLIB_SHIPPED"
 MANIFEST = "MANIFEST.json"
+#: changes of training code proven not to move the shipped networks (twin trainings at
+#: ``smoke`` bit-equal: ``cflib networks certify``): ``{"definitions": {key: [[old, new], ...]}}``
+CERTIFICATES = "CERTIFICATES.json"
 FORMAT = 1
 _OFF = ("0", "off", "false", "no")
 
@@ -97,6 +100,21 @@ def manifest(root: Path | None = None) -> dict[str, dict]:
     if root is None or not (root / MANIFEST).is_file():
         return {}
     return _manifest(str(root), (root / MANIFEST).stat().st_mtime)
+
+
+def certified(root: Path | None = None) -> dict[str, set[tuple[str, str]]]:
+    """``{"module::name": {(old digest, new digest), ...}}``: the changes of training code
+    that twin trainings certified (:data:`CERTIFICATES`; empty without the file)."""
+    root = shipped_root() if root is None else Path(root)
+    path = root / CERTIFICATES if root is not None else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {k: {tuple(p) for p in v} for k, v in data["definitions"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise ValueError(f"{path} is not a readable certificate file ({err}): restore it "
+                         "(git checkout) or run `cflib networks certify` again") from None
 
 
 def find(kind: str, key: str, root: Path | None = None) -> dict | None:

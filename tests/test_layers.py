@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from cflib.definitions import strip_docstrings
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "cflib"
 
@@ -135,13 +137,7 @@ def test_no_import_circle():
 
 def _code(path: Path) -> str:
     """A module's code without its docstrings (they may point a reader to the harness)."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
+    tree = strip_docstrings(ast.parse(path.read_text()))
     return ast.unparse(tree)
 
 

@@ -40,14 +40,28 @@ SOURCE = textwrap.dedent('''\
     ''')
 
 
+COMPUTE_MODULE = '''"""doc"""
+X = 1
+
+
+def f():
+    return X + 1
+
+
+def unused():
+    return 0
+'''
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A scratch project with the toy chapter recorded as freshly run."""
     root = tmp_path
     (root / "notebooks").mkdir()
     (root / "notebooks" / "toy.py").write_text(SOURCE)
-    for rel, text in {"cflib/bench/toy_compute.py": '"""doc"""\nX = 1\n',
-                      "cflib/book/report/toy_present.py": '"""doc"""\nY = 1\n'}.items():
+    for rel, text in {"cflib/bench/toy_compute.py": COMPUTE_MODULE,
+                      "cflib/book/report/toy_present.py": '"""doc"""\nY = 1\n\n\n'
+                                                          'def show():\n    return Y\n'}.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     res = root / "results"
@@ -74,11 +88,16 @@ def project(tmp_path, monkeypatch):
     params = {"profile": "smoke"}
 
     def record():
-        mods = [root / "cflib/bench/toy_compute.py", root / "cflib/book/report/toy_present.py"]
+        # as the tracer records a run: the definitions the compute ran (f, and the
+        # skeleton of its module), those the presentation ran (show)
+        ran = ["cflib/bench/toy_compute.py::f", "cflib/bench/toy_compute.py::<module>"]
+        shown = ["cflib/book/report/toy_present.py::show",
+                 "cflib/book/report/toy_present.py::<module>"]
         outputs = digests.output_digests(res, ["toy.csv"])
-        inputs = digests.input_digests(ch, params, mods, ["MNIST/raw/t10k"],
+        inputs = digests.input_digests(ch, params, ["MNIST/raw/t10k"],
                                        [str(res / "tuning" / "evidence.csv"), str(res / "toy.csv")],
-                                       res, outputs)
+                                       res, outputs, digests.definition_digests(ran),
+                                       digests.definition_digests(shown))
         nb = nbformat.v4.new_notebook()
         nb.metadata["cflib"] = {"format": digests.FORMAT, "inputs": inputs, "outputs": outputs}
         nbformat.write(digests.seal_notebook(nb), folder / "toy.ipynb")
@@ -106,20 +125,61 @@ def test_a_freshly_recorded_chapter_is_fresh(project):
 def test_a_docstring_or_comment_edit_is_no_reason(project):
     f = project["root"] / "cflib/bench/toy_compute.py"
     _edit(f, '"""doc"""', '"""another docstring"""\n# and a comment')
+    _edit(f, "    return X + 1", '    """f\'s docstring."""\n    return X + 1  # one more')
     assert _st(project).kind == "fresh"
 
 
-def test_a_compute_module_edit_means_re_executing(project):
-    _edit(project["root"] / "cflib/bench/toy_compute.py", "X = 1", "X = 2")
+def test_a_compute_definition_edit_means_re_executing_naming_it(project):
+    f = project["root"] / "cflib/bench/toy_compute.py"
+    _edit(f, "X = 1", "X = 2")
     st = _st(project)
-    assert st.kind == "compute" and st.compute == ["cflib/bench/toy_compute.py changed"]
+    assert st.kind == "compute" and st.compute == ["cflib/bench/toy_compute.py::<module> changed"]
+    _edit(f, "X = 2", "X = 1")
+    _edit(f, "return X + 1", "return X + 2")
+    assert _st(project).compute == ["cflib/bench/toy_compute.py::f changed"]
+    _edit(f, "def f():", "def g():")
+    assert _st(project).compute == ["cflib/bench/toy_compute.py::f removed"]
 
 
-def test_a_presentation_module_edit_means_re_rendering_only(project):
-    _edit(project["root"] / "cflib/book/report/toy_present.py", "Y = 1", "Y = 2")
+def test_a_definition_the_compute_never_ran_is_no_reason(project):
+    f = project["root"] / "cflib/bench/toy_compute.py"
+    _edit(f, "return 0", "return 1")                       # unused() changed
+    f.write_text(f.read_text() + "\n\ndef helper():\n    return 2\n")   # a helper added
+    assert _st(project).kind == "fresh"
+
+
+def test_a_certificate_accepts_exactly_the_change_it_certified(project, monkeypatch):
+    import json
+
+    from cflib.book.runs import certify
+
+    monkeypatch.setattr(certify, "CERT_DIR", project["root"] / "book" / "certificates")
+    monkeypatch.setattr(certify, "CHAPTER_DIR", project["folder"])
+    f = project["root"] / "cflib/bench/toy_compute.py"
+    key = "cflib/bench/toy_compute.py::f"
+    old = digests.definition_digests([key])[key]
+    _edit(f, "return X + 1", "return 1 + X")
+    new = digests.definition_digests([key])[key]
+    meta = digests.notebook_record(project["ch"], project["folder"])
+    certify.CERT_DIR.mkdir(parents=True)
+    cert = {"format": certify.FORMAT, "chapter": "toy", "record": certify.record_digest(meta),
+            "definitions": {key: [old, new]}, "added": {}, "computed_commit": "x",
+            "certified_commit": "y", "date": "today"}
+    (certify.CERT_DIR / "toy.json").write_text(json.dumps(cert))
+    assert _st(project).kind == "fresh"
+    _edit(f, "return 1 + X", "return 2 + X")           # a further change: not certified
+    assert _st(project).compute == [f"{key} changed since its certificate"]
+    _edit(f, "return 2 + X", "return 1 + X")
+    cert["record"] = "another run"                      # made for another record
+    (certify.CERT_DIR / "toy.json").write_text(json.dumps(cert))
+    assert _st(project).compute == [f"{key} changed"]
+
+
+def test_a_presentation_definition_edit_means_re_rendering_only(project):
+    _edit(project["root"] / "cflib/book/report/toy_present.py", "return Y", "return Y + 1")
     st = _st(project)
     assert st.kind == "presentation" and not st.compute
-    assert st.presentation == ["cflib/book/report/toy_present.py changed"]
+    assert st.presentation == ["cflib/book/report/toy_present.py::show changed"]
 
 
 def test_a_compute_cell_edit_means_re_executing_a_presentation_cell_edit_re_rendering(project):

@@ -333,6 +333,9 @@ def _catalog(explainers: dict[str, type[Explainer]]) -> dict[str, Entry]:
 #: method name as the papers spell it -> its entry (the names and classes are
 #: :data:`cflib.explainers.EXPLAINERS`')
 CATALOG: dict[str, Entry] = _catalog(EXPLAINERS)
+#: the book's own methods (a user's method added by :func:`extended` is not one: its code
+#: is not cflib's, so no step of it is memoized)
+BOOK_METHODS = frozenset(CATALOG)
 
 
 def get_entry(name: str) -> Entry:

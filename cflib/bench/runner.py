@@ -9,6 +9,9 @@ counterfactuals with :func:`evaluate` inside an evaluation context (see
 * :func:`evaluate`: every spec that applies to one context;
 * :func:`summarise`: mean, standard deviation and count of every cell over repeats or
   training seeds;
+* :func:`explained`: one method's counterfactuals of one batch, memoized in the local
+  cache (:mod:`cflib.memo`): a table re-run with unchanged methods re-scores them
+  without explaining again;
 * :func:`shape_checks`: what ``cflib/bench/reference/expected.csv`` leads us to expect
   (orderings, thresholds, paired comparisons on the same queries and the conditions
   under which a comparison is tested), each with a verdict and the reason;
@@ -16,8 +19,11 @@ counterfactuals with :func:`evaluate` inside an evaluation context (see
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, is_dataclass
+from pathlib import Path
 from typing import Callable
 
 import pandas as pd
@@ -25,6 +31,8 @@ import torch
 
 from cflib.bench.reference import expected_orderings, parse_match
 from cflib.bench.results import CELL
+from cflib.explainers import Counterfactuals
+from cflib.memo import memoized
 from cflib.metrics import recourse as rm
 from cflib.metrics.spec import MetricSpec, get_spec
 
@@ -47,6 +55,72 @@ class Table:
 
     def expectations(self) -> pd.DataFrame:
         return expected_orderings(self.name)
+
+
+@dataclass
+class Explained:
+    """One method's counterfactuals of one batch, and what a table reads off the built
+    method (``extra``: JSON values such as its budget fraction or training history)."""
+
+    cf: Counterfactuals
+    extra: dict = field(default_factory=dict)
+
+    def save(self, folder: Path) -> None:
+        self.cf.save(Path(folder) / "cf")
+        (Path(folder) / "extra.json").write_text(json.dumps(self.extra))
+
+    @classmethod
+    def load(cls, folder: Path) -> "Explained":
+        return cls(Counterfactuals.load(Path(folder) / "cf"),
+                   json.loads((Path(folder) / "extra.json").read_text()))
+
+
+def tensor_digest(t: torch.Tensor) -> str:
+    """sha256 (16 hex) of a tensor's dtype, shape and values."""
+    t = t.detach().cpu().contiguous()
+    h = hashlib.sha256(f"{t.dtype}{tuple(t.shape)}".encode())
+    h.update(t.numpy().tobytes() if t.dtype != torch.bfloat16 else t.float().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def state_key(value, depth: int = 0):
+    """A JSON value that changes when a built explainer's state does: its config, each
+    network's fingerprint, each tensor's digest, every other attribute's value, walked
+    through dicts, lists and dataclasses (what its builder made; a memo key holds it)."""
+    from torch import nn
+
+    from cflib.cache import fingerprint
+
+    if depth > 6:
+        return type(value).__qualname__
+    if torch.is_tensor(value):
+        return tensor_digest(value)
+    if isinstance(value, nn.Module):
+        return {"module": type(value).__qualname__, "weights": fingerprint(value)}
+    if isinstance(value, dict):
+        return {str(k): state_key(v, depth + 1) for k, v in sorted(value.items(), key=str)}
+    if isinstance(value, (list, tuple)):
+        return [state_key(v, depth + 1) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {"type": type(value).__qualname__,
+                **{f: state_key(getattr(value, f), depth + 1)
+                   for f in value.__dataclass_fields__}}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if hasattr(value, "__dict__") and depth == 0:
+        return {"type": type(value).__qualname__,
+                **{k: state_key(v, depth + 1) for k, v in sorted(vars(value).items())}}
+    return repr(value) if isinstance(value, (torch.dtype, torch.device)) else \
+        type(value).__qualname__
+
+
+def explained(table: str, key: dict, compute: Callable[[], Explained]) -> Explained:
+    """``compute()`` (build a method, explain a batch) memoized under ``key`` (everything
+    the step is given: method, pair or model, seeds, profile, the queries' digest, the
+    explained network's fingerprint; :mod:`cflib.memo` adds the code it runs and the
+    networks it loads)."""
+    key = {**key, "threads": torch.get_num_threads()}
+    return memoized(f"{table}-explain", key, compute, Explained.save, Explained.load)
 
 
 def evaluate(ctx, specs, optional=()) -> dict[str, float]:

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from cflib import trace
 from cflib.bench import catalog
 from cflib.bench.data import PROJECT_ROOT, canonical_dataset, parse_pair
 from cflib.bench.profiles import PROFILES
@@ -276,12 +277,15 @@ def check(chapter: str | Chapter, given: dict, source=None) -> dict:
 _IPYTHON = {"In", "Out", "get_ipython", "exit", "quit", "open"}
 
 
+@trace.excluded
 def parameters(source: str, namespace: dict) -> SimpleNamespace:
     """Validate a running notebook's parameters (call it right after the parameters cell).
 
     ``namespace`` is the notebook's ``globals()``: every declared parameter is read from
     it, and any other name found there (a misspelt parameter that papermill injected)
-    is an error.  Returns the converted values.
+    is an error.  Returns the converted values.  Its code is no input of the chapter's
+    computation (:func:`cflib.trace.excluded`: the values it returns are digested as the
+    parameters).
     """
     schema = parameter_schema(NOTEBOOKS / source)
     stray = sorted(k for k, v in namespace.items()

@@ -10,11 +10,15 @@
                                         against the committed one and the seeds' spread
     cflib record FILE... --by COMMAND   record results files a tool wrote (their sha256,
                                         the command, the commit) in results/written.json
-    cflib stale                         what each chapter needs: nothing, a re-render (its
+    cflib stale [--why]                 what each chapter needs: nothing, a re-render (its
                                         presentation changed), a re-execution (its compute
-                                        changed), and why
+                                        changed), and why (--why: every changed definition)
+    cflib certify NAME|all [--check]    twin runs at smoke (the commit that computed the
+                                        numbers and the working tree): bit-equal outputs and
+                                        every changed line run -> a certificate that keeps
+                                        the chapter's numbers (--check: re-check them all)
     cflib sweep NAME --seeds 0 1 2      chapters x training seeds on Dask, merged
-    cflib networks [list|check|ship]    the measuring networks shipped with the book
+    cflib networks [list|check|ship|certify]  the measuring networks shipped with the book
     cflib readme [--results DIR]        regenerate the README's summary and the results page
     cflib bench --method PKG.MODULE:NAME [--config JSON] [--tables T1,T2] [--profile P]
                 [--pairs 4->9,...] [--n-images N] [--out DIR] [--force]
@@ -81,7 +85,14 @@ def main(argv=None) -> None:
     bk.add_argument("--device", default="cpu")
     bk.add_argument("--train-seed", type=int, default=0)
     bk.add_argument("--data-seed", type=int, default=0)
-    sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
+    st = sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
+    st.add_argument("--why", action="store_true",
+                    help="every reason, one a line (each changed definition named)")
+    ce = sub.add_parser("certify", help="certify that a change of code leaves a chapter's "
+                                        "numbers as they are (twin runs at smoke)")
+    ce.add_argument("name", nargs="?", choices=list(CHAPTERS) + ["all"], default=None)
+    ce.add_argument("--check", action="store_true",
+                    help="re-check every certificate against the records and today's code")
     vf = sub.add_parser("verify", help="refuse (exit 1) when an executed chapter does not "
                                        "match its seal, or a results file the notebook or the "
                                        "recorded run that wrote it; with --rerun, how far a "
@@ -137,8 +148,11 @@ def main(argv=None) -> None:
     bn.add_argument("--train-seed", type=int, default=0)
     bn.add_argument("--data-seed", type=int, default=0)
     nw = sub.add_parser("networks", help="the measuring networks shipped with the book "
-                                         "(cflib.shipped): list, check or ship them")
-    nw.add_argument("action", choices=["list", "check", "ship"], nargs="?", default="list")
+                                         "(cflib.shipped): list, check, ship or certify them")
+    nw.add_argument("action", choices=["list", "check", "ship", "certify"], nargs="?",
+                    default="list",
+                    help="certify: twin trainings at smoke of the training code changed "
+                         "since each network was trained (networks/CERTIFICATES.json)")
     nw.add_argument("--root", default=None, help="the folder (default networks/)")
     nw.add_argument("--trained-at", default=None,
                     help="ship: the commit that trained cache entries that recorded no "
@@ -170,11 +184,20 @@ def main(argv=None) -> None:
                             args.rerun, args.workers)
     elif args.command == "stale":
         for name in CHAPTERS:
-            print(f"{name}: {digests.staleness(name).describe(limit=100)}")
+            st = digests.staleness(name)
+            if args.why and st.kind != "fresh":
+                why = getattr(st, st.kind)
+                print(f"{name}: {st.describe(limit=0).split(':')[0]} ({len(why)} reasons)")
+                for reason in why:
+                    print(f"    {reason}")
+            else:
+                print(f"{name}: {st.describe()}")
         from cflib.book.runs.written import check_written
 
         for problem in check_written(claimed=digests.claimed_outputs(CHAPTERS)):
             print(f"results: {problem}")
+    elif args.command == "certify":
+        _certify(args)
     elif args.command == "verify" and args.rerun:
         from cflib.book.runs.rerun import compare_rerun
 
@@ -231,6 +254,17 @@ def networks(args) -> None:
     from cflib.bench import networks as nets
 
     root = Path(args.root) if args.root else nets.NETWORKS_DIR
+    if args.action == "certify":
+        from cflib.book.runs.certify import Refused, certify_networks
+
+        try:
+            out = certify_networks()
+        except Refused as err:
+            raise SystemExit(f"cflib networks certify: {err}") from None
+        print(f"certified {len(out['definitions'])} changed training definition(s) from "
+              f"{len(out['evidence'])} group(s) of networks")
+        for r in out["refused"]:
+            print(f"refused: {r}")
     if args.action == "ship":
         try:
             manifest, written = nets.ship(root, trained_at=args.trained_at)
@@ -315,6 +349,36 @@ def bench(args) -> None:
     for key in cmp.tables:
         print(f"results ({key}): {cmp.csv(key)}")
     print(f"page: {cmp.page}")
+
+
+def _certify(args) -> None:
+    """``cflib certify``: each chapter asked for, then its page re-rendered with its
+    certificate in the provenance line; ``--check``: every certificate re-checked."""
+    from cflib.book.runs import certify as cert
+    from cflib.book.runs import cli
+
+    if args.check:
+        problems = cert.check_certificates()
+        if problems:
+            raise SystemExit("cflib certify --check: " + "; ".join(problems))
+        n = len(list(cert.CERT_DIR.glob("*.json"))) if cert.CERT_DIR.exists() else 0
+        print(f"{n} certificate(s), each made for its chapter's record and today's code")
+        return
+    if args.name is None:
+        raise SystemExit("cflib certify: name a chapter (or all), or give --check")
+    names = [c for c, ch in CHAPTERS.items() if ch.writes] if args.name == "all" else [args.name]
+    refused = []
+    for name in names:
+        try:
+            done = cert.certify(name)
+        except cert.Refused as err:
+            refused.append(f"{name}: {err}")
+            print(f"[{name}] refused: {err}")
+            continue
+        if done is not None:
+            cli.main([name, "--render"])
+    if refused:
+        raise SystemExit(f"cflib certify: {len(refused)} chapter(s) refused")
 
 
 if __name__ == "__main__":

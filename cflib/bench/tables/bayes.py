@@ -58,11 +58,11 @@ from cflib.bench.choices import IM_CLASS_AE
 from cflib.bench.data import CLASS_NAMES, canonical_dataset, check_data, load_split
 from cflib.bench.profiles import normalised
 from cflib.bench.results import CLASSIFIER, Run, tidy
-from cflib.bench.runner import Table, evaluate
+from cflib.bench.runner import Explained, Table, evaluate, explained, state_key, tensor_digest
 from cflib.bench.runner import shape_checks as _shape_checks
 from cflib.bench.runner import summarise as _summarise
 from cflib.bench.seeds import Seeds
-from cflib.cache import networks_table, networks_used
+from cflib.cache import fingerprint, networks_table, networks_used
 from cflib.explainers import Counterfactuals
 from cflib.explainers._posterior import posterior_probs
 from cflib.metrics import (
@@ -256,6 +256,20 @@ def bayes_model(dataset: str = "mnist", model: str = "mc_dropout", profile="stan
     return MODELS[model](dataset, profile, seed, device)
 
 
+def _explained(explainer, x, t, seed: int, key: dict) -> Counterfactuals:
+    """``explainer.explain(x, t, seed=seed)``, memoized (:func:`cflib.bench.runner.explained`)
+    under ``key``, the queries and targets, and the built explainer's whole state."""
+    def compute():
+        return Explained(explainer.explain(x, t, seed=seed))
+
+    if key["method"] not in catalog.BOOK_METHODS:     # a user's method: its code is not traced
+        return compute().cf
+    full = {**key, "queries": tensor_digest(x), "targets": tensor_digest(torch.as_tensor(t)),
+            "seed": seed, "explainer": state_key(explainer),
+            "label": f"{key['dataset']} {key['model']} {key['method']} repeat {key['repeat']}"}
+    return explained("bayes", full, compute).cf
+
+
 @normalised
 def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="standard",
                  seeds: Seeds = Seeds(), device="cpu", methods=BAYES_METHODS,
@@ -293,13 +307,14 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
     cfs: dict = {"queries": [], "model_info": info, "curves": [], **{m: [] for m in rows_of},
                  "ablation": {}}
     base = {"dataset": dataset, "model": model, **seeds.columns(), "profile": prof.name}
+    key = {**base, "device": str(device), "classifier": fingerprint(clf)}
     for r in range(prof.bayes.repeats):
         qs = seeds("bayes_queries", r)
         x, y, t, idx = schut_queries(dataset, prof.bayes.n_images, qs)
         cfs["queries"].append((x, y, t, idx))
         for m, ex in explainers.items():
             log.info("%s / %s: repeat %d, %d images", model, m, r, len(x))
-            cf = ex.explain(x, t, seed=qs)
+            cf = _explained(ex, x, t, qs, {**key, "method": m, "repeat": r})
             ctx = BayesContext(cf, y, aes, clf, x_train, y_train, n_perturbations, qs,
                                seeds("bayes_fresh", r), tuple(scales), judges, real)
             rows += [{**base, "method": m, "metric": k, "value": v, "repeat": r}
@@ -310,7 +325,8 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
         if r == 0:
             for variant, ex in ablation.items():
                 log.info("%s / PSCE [%s]: repeat %d, %d images", model, variant, r, len(x))
-                cf = ex.explain(x, t, seed=qs)
+                cf = _explained(ex, x, t, qs, {**key, "method": "PSCE", "variant": variant,
+                                               "repeat": r})
                 ctx = BayesContext(cf, y, aes, clf, x_train, y_train, n_perturbations, qs,
                                    seeds("bayes_fresh", r), tuple(scales))
                 rows += [{**base, "method": "PSCE", "variant": variant, "metric": k,

@@ -26,9 +26,9 @@ from cflib.bench.data import (
 )
 from cflib.bench.profiles import normalised
 from cflib.bench.results import CLASSIFIER, Run, tidy, with_pair_means
-from cflib.bench.runner import Table, evaluate
+from cflib.bench.runner import Explained, Table, evaluate, explained, tensor_digest
 from cflib.bench.seeds import Seeds
-from cflib.cache import networks_table, networks_used
+from cflib.cache import fingerprint, networks_table, networks_used
 from cflib.explainers import Counterfactuals
 from cflib.metrics import (
     ACCURACY,
@@ -229,6 +229,7 @@ class C3LTRun(Run):
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # C3LT's curves per epoch
     judges: pd.DataFrame = field(default_factory=pd.DataFrame)    # the judges, accuracies
     networks: pd.DataFrame = field(default_factory=pd.DataFrame)  # every network, its origin
+    per_query: pd.DataFrame = field(default_factory=pd.DataFrame)  # read back: each query's
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """Extra tables written beside the results: C3LT's training curves, the mean
@@ -244,9 +245,15 @@ class C3LTRun(Run):
                 for k, (a, b) in enumerate(zip(c.target_curve.mean(0), c.query_curve.mean(0)))]
         if rows:
             out["aupc_curves"] = pd.DataFrame(rows)
+        if self.models is not None and self.counterfactuals:
+            # every query's value of the metrics that are means over queries: the book's
+            # rows carry the same intervals as a user's (cflib.bench.intervals)
+            from cflib.bench.intervals import per_query
+
+            out["per_query"] = per_query(self)
         return out
 
-    TABLES = ("c3lt_training", "judges", "networks", "aupc_curves")
+    TABLES = ("c3lt_training", "judges", "networks", "aupc_curves", "per_query")
 
     def shown(self) -> dict:
         """The counterfactuals the page shows: the first :data:`FIGURE_QUERIES` of every
@@ -270,7 +277,7 @@ class C3LTRun(Run):
         cfs = {tuple(k.split("|", 1)): cf for k, cf in shown.items()}
         return cls(results, cfs, curves, None,
                    *(tables.get(k, pd.DataFrame()) for k in ("c3lt_training", "judges",
-                                                            "networks")))
+                                                            "networks", "per_query")))
 
     @property
     def pairs(self) -> list[str]:
@@ -284,6 +291,34 @@ class C3LTRun(Run):
     @property
     def classifier_accuracy(self) -> float:
         return float(self.results.loc[self.results["method"] == CLASSIFIER, "value"].item())
+
+
+def _explained(method: str, variant: str, models: EvalModels, dataset: str, prof, seeds: Seeds,
+               pair: tuple[int, int], xm: torch.Tensor, data: dict, device) -> Explained:
+    """One row's counterfactuals on one pair: the method built from the catalog (a learned
+    one fitted), ``xm`` explained towards the pair's target; memoized
+    (:func:`cflib.bench.runner.explained`)."""
+    q, t = pair
+
+    def compute() -> Explained:
+        explainer = catalog.build(method, models.classifier, dataset=dataset, profile=prof,
+                                  seeds=seeds, pair=(q, t), **data)
+        if variant:
+            explainer.config = replace(explainer.config, **VARIANTS[(method, variant)])
+        cf = explainer.explain(xm.to(device), t, seed=seeds("explain")).cpu()
+        extra = {"budget_fraction": budget_fraction(explainer)}
+        if "history" in getattr(explainer, "info", {}) and method == "C3LT":
+            extra["history"] = explainer.info["history"]
+        return Explained(cf, extra)
+
+    key = {"dataset": dataset, "method": method, "variant": variant, "pair": [q, t],
+           "seeds": seeds.columns(), "profile": prof.name, "device": str(device),
+           "queries": tensor_digest(xm), "classifier": fingerprint(models.classifier),
+           "data": {k: [tensor_digest(v) for v in vs] for k, vs in data.items()},
+           "label": f"{dataset} {pair_label(pair)} {method}{' [' + variant + ']' if variant else ''}"}
+    if method not in catalog.BOOK_METHODS:        # a user's method: its code is not traced
+        return compute()
+    return explained("c3lt", key, compute)
 
 
 @normalised
@@ -325,25 +360,23 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
             # do not use as their reference
             data = ({"pool": (pool, torch.full((len(pool),), t))}
                     if method == "Original Data" else {})
-            explainer = catalog.build(method, models.classifier, dataset=dataset, profile=prof,
-                                      seeds=seeds, pair=(q, t), **data)
-            if variant:
-                explainer.config = replace(explainer.config, **VARIANTS[(method, variant)])
-            cf = explainer.explain(xm.to(device), t, seed=seeds("explain")).cpu()
+            step = _explained(method, variant, models, dataset, prof, seeds, (q, t), xm, data,
+                              device)
+            cf = step.cf
             ctx = PairContext(cf, q, t, models, reference, prof.c3lt.aupc_steps, seeds("kid"))
             values = evaluate(ctx, C3LT_TABLE.metrics)
             rows += [{**common, "pair": label, "method": method, "variant": variant,
                       "metric": k, "value": v} for k, v in values.items()]
             prox[(method, variant)] = values["Proximity"]
-            share = budget_fraction(explainer)
+            share = step.extra.get("budget_fraction")
             if share is not None:
                 rows.append({**common, "pair": label, "method": method, "variant": variant,
                              "metric": BUDGET_FRACTION.name, "value": share})
             if not variant:
                 cfs[(label, method)] = cf
                 curves[(label, method)] = ctx.curves
-                if "history" in getattr(explainer, "info", {}) and method == "C3LT":
-                    training[label] = explainer.info["history"]
+                if "history" in step.extra:
+                    training[label] = step.extra["history"]
         real = prox.get(("Original Data", ""))
         if real:
             rows += [{**common, "pair": label, "method": m, "variant": v,

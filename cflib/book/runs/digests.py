@@ -5,9 +5,14 @@ A chapter is compute, then presentation (:mod:`cflib.book.runs.notebook`).  The 
 notebook records in its metadata (``cflib``) the sha256 of every input, in two parts:
 
 * **compute**: the code of its ``setup`` and ``compute`` cells, its parameters, the
-  ``cflib`` modules the kernel imported outside the presentation packages
-  (:data:`PRESENTATION_MODULES`; syntax trees without docstrings), and the data files it
-  read (``SHA256SUMS`` of the data root);
+  digest of every cflib definition those cells ran (:mod:`cflib.trace`: each function or
+  method, and the skeleton of every module they lie in or import: its constants, class
+  attributes, decorators; :mod:`cflib.definitions`), the shipped networks they loaded
+  (their sha256 in ``networks/MANIFEST.json``) and the data files they read
+  (``SHA256SUMS`` of the data root).  A definition the computation never ran is no
+  input: an unused helper, a function only the presentation or the bench calls, a
+  module imported by the setup alone.  A change whose twin runs at ``smoke`` were
+  bit-equal is accepted by its certificate (:mod:`cflib.book.runs.certify`);
 * **presentation**: the code of every other code cell, the presentation modules, and
   every results file the presentation read (other chapters' results, the tuning
   evidence, the sweep's seeds, the papers' numbers);
@@ -32,18 +37,18 @@ from cflib.bench.data import PROJECT_ROOT, checksums, data_root
 from cflib.book.chapters import Chapter, check, get_chapter, run_params
 from cflib.book.runs.notebook import COMPUTE, SETUP, cell_kind, discussion_template, to_notebook
 from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
+from cflib.definitions import key_digest, strip_docstrings
 
 __all__ = ["source_digests", "input_digests", "output_digests", "staleness",
            "check_outputs", "check_seal", "seal", "seal_notebook", "Staleness",
-           "PRESENTATION_MODULES", "FORMAT"]
+           "FORMAT", "FORMATS", "definition_digests", "compute_changes"]
 
-#: the record format of ``metadata["cflib"]`` (2: compute and presentation apart, outputs)
-FORMAT = 2
-#: the packages whose code only presents (tables, figures, discussion, the page itself)
-PRESENTATION_MODULES = ("cflib/book/report/", "cflib/book/runs/", "cflib/book/spread.py",
-                        "cflib/book/sweep.py")
-
-
+#: the record format of ``metadata["cflib"]`` (2: compute and presentation apart, outputs;
+#: 3: the compute's inputs are the definitions it ran, not the modules it imported)
+FORMAT = 3
+#: the formats a committed chapter may hold (a format-2 chapter's compute inputs are whole
+#: modules until its next full run)
+FORMATS = (2, 3)
 def _sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
 
@@ -56,20 +61,16 @@ def _code_sha(path: Path) -> str:
     """sha256 of a Python module's code: its syntax tree without docstrings, so that an
     edit of comments, docstrings or layout does not make the chapters that run it stale."""
     try:
-        tree = ast.parse(Path(path).read_text())
+        tree = strip_docstrings(ast.parse(Path(path).read_text()))
     except SyntaxError:
         return _sha(path)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
 
 
-def is_presentation_module(name: str) -> bool:
-    """Is the module at ``name`` (relative to the project) presentation code?"""
-    return any(name.startswith(p) for p in PRESENTATION_MODULES)
+def _module_digests(modules) -> dict[str, str]:
+    """Format 2's inputs: each module's whole code (:func:`_code_sha`)."""
+    return {m: (_code_sha(PROJECT_ROOT / m) if (PROJECT_ROOT / m).exists() else "missing")
+            for m in modules}
 
 
 def source_digests(chapter: Chapter) -> dict[str, str]:
@@ -123,21 +124,44 @@ def output_digests(results_root: Path, names) -> dict[str, str]:
     return {n: _sha(Path(results_root) / n) for n in sorted(names)}
 
 
-def input_digests(chapter: Chapter, params: dict, modules: list[str], data_files: list[str],
-                  reads: list[str] = (), results_root: Path = RESULTS_DIR,
-                  outputs=()) -> dict:
-    """Every input of a chapter run: ``{"compute": {...}, "presentation": {...}}``."""
+def definition_digests(keys) -> dict[str, str]:
+    """Today's digest of each definition ``"cflib/x.py::name"`` (``missing`` when its
+    module or the definition is gone; :func:`cflib.definitions.key_digest`)."""
+    return {key: key_digest(key, PROJECT_ROOT) for key in keys}
+
+
+def network_digests(entries) -> dict[str, str]:
+    """sha256 (16 hex) of each shipped network (its manifest's name) as
+    ``networks/MANIFEST.json`` records it (``missing`` when the manifest no longer lists
+    it)."""
+    from cflib.shipped import manifest
+
+    listed = manifest()
+    by_file = {e.get("file"): e for e in listed.values()}
+    out = {}
+    for name in entries:
+        e = listed.get(name) or by_file.get(name) or {}
+        out[name] = (e.get("sha256") or "missing")[:16]
+    return out
+
+
+def input_digests(chapter: Chapter, params: dict, data_files: list[str],
+                  reads: list[str] = (), results_root: Path = RESULTS_DIR, outputs=(),
+                  definitions: dict | None = None, presentation: dict | None = None,
+                  networks=()) -> dict:
+    """Every input of a chapter run: ``{"compute": {...}, "presentation": {...}}``.
+    ``definitions`` and ``presentation``: the cflib definitions its compute and its
+    presentation ran (:func:`cflib.trace.record`); ``networks``: the shipped networks its
+    compute loaded."""
     src = source_digests(chapter)
-    comp_mods, pres_mods = {}, {}
-    for m in modules:
-        name = rel(Path(m))
-        sha = _code_sha(PROJECT_ROOT / name) if (PROJECT_ROOT / name).exists() else "missing"
-        (pres_mods if is_presentation_module(name) else comp_mods)[name] = sha
     return {
-        "compute": {"source": src["compute"], "modules": comp_mods,
+        "compute": {"source": src["compute"],
+                    "definitions": dict(sorted((definitions or {}).items())),
+                    "networks": network_digests(sorted(networks)),
                     "data": _data_digest(data_files),
                     "params": _text_sha(json.dumps(params, sort_keys=True))},
-        "presentation": {"source": src["presentation"], "modules": pres_mods,
+        "presentation": {"source": src["presentation"],
+                         "definitions": dict(sorted((presentation or {}).items())),
                          "reads": read_digests(list(reads), results_root, outputs)},
         "prose": src["prose"],
     }
@@ -175,6 +199,25 @@ class Staleness:
 
 def _diff(old: dict, new: dict, label=lambda name: f"{name} changed") -> list[str]:
     return [label(n) for n in sorted(set(old) | set(new)) if old.get(n) != new.get(n)]
+
+
+def compute_changes(chapter: Chapter, meta: dict, folder: Path = CHAPTER_DIR) -> list[str]:
+    """The definitions a chapter's compute ran (its record, ``meta``) whose digest is not
+    today's, each named, but those its certificate accepts (the change and the digest it
+    certified, :mod:`cflib.book.runs.certify`); and every definition a certificate added
+    (newly run by a certified change) that changed since."""
+    from cflib.book.runs.certify import expected_definitions
+
+    expected, certified = expected_definitions(chapter, meta, folder)
+    now = definition_digests(expected)
+    out = []
+    for key, sha in expected.items():
+        if now[key] == sha:
+            continue
+        what = "removed" if now[key] == "missing" else "changed"
+        since = " since its certificate" if key in certified else ""
+        out.append(f"{key} {what}{since}")
+    return out
 
 
 def notebook_record(chapter: str | Chapter, folder: Path = CHAPTER_DIR) -> dict | None:
@@ -298,7 +341,7 @@ def staleness(chapter: str | Chapter, params: dict | None = None,
         out.compute.append(f"{rel(path)} does not exist" if not path.exists()
                            else f"{rel(path)} has no record of its inputs")
         return out
-    if meta.get("format") != FORMAT:
+    if meta.get("format") not in FORMATS:
         out.compute.append(f"{rel(path)} was recorded by an older cflib (no compute and "
                            "presentation record)")
         return out
@@ -306,12 +349,16 @@ def staleness(chapter: str | Chapter, params: dict | None = None,
     params = params or check(ch, run_params(ch, BOOK_RUN))
     old = meta["inputs"]
     oc, op = old["compute"], old["presentation"]
-    now = input_digests(ch, params, [PROJECT_ROOT / m for m in list(oc["modules"])
-                                     + list(op["modules"])], list(oc["data"]))
+    now = input_digests(ch, params, list(oc["data"]), networks=list(oc.get("networks", {})))
     nc, np_ = now["compute"], now["presentation"]
     if oc["source"] != nc["source"]:
         out.compute.append(f"the compute code of {rel(ch.path)} changed")
-    out.compute += _diff(oc["modules"], nc["modules"])
+    if "definitions" in oc:
+        out.compute += compute_changes(ch, meta, folder)
+        out.compute += _diff(oc.get("networks", {}), nc["networks"],
+                             lambda n: f"shipped network {n} changed")
+    else:                     # format 2: every cflib module the kernel imported, whole
+        out.compute += _diff(oc["modules"], _module_digests(oc["modules"]))
     for name, digest in nc["data"].items():      # absent data (a reader's clone) is no change
         if digest != "missing" and oc["data"].get(name) != digest:
             out.compute.append(f"data file {name} changed")
@@ -319,7 +366,16 @@ def staleness(chapter: str | Chapter, params: dict | None = None,
         out.compute.append("parameters changed")
     if op["source"] != np_["source"]:
         out.presentation.append(f"the presentation code of {rel(ch.path)} changed")
-    out.presentation += _diff(op["modules"], np_["modules"])
+    if "definitions" in op:
+        out.presentation += _diff(op["definitions"], definition_digests(op["definitions"]))
+    else:
+        out.presentation += _diff(op["modules"], _module_digests(op["modules"]))
+    if "certificate" in meta and Path(folder).resolve() == CHAPTER_DIR.resolve():
+        from cflib.book.runs.certify import certificate_digest
+
+        if meta["certificate"] != certificate_digest(ch.name):
+            out.presentation.append(f"its certificate (book/certificates/{ch.name}.json) "
+                                    "changed")
     for name, sha in op["reads"].items():
         where = (PROJECT_ROOT / name[len("project:"):] if name.startswith("project:")
                  else Path(results_root) / name)

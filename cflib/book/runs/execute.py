@@ -32,8 +32,10 @@ from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT
 from cflib.book.chapters import Chapter, check, get_chapter, run_params
+from cflib.book.runs.certify import certificate_digest, certificate_line, retire
 from cflib.book.runs.digests import (
     FORMAT,
+    FORMATS,
     check_outputs,
     check_seal,
     input_digests,
@@ -44,13 +46,21 @@ from cflib.book.runs.digests import (
 )
 from cflib.book.runs.notebook import (
     PROBE,
+    add_tracing,
     clean,
     fill_discussion,
     restore_compute_cells,
     scrub_paths,
     to_notebook,
 )
-from cflib.book.runs.paths import FAILED_DIR, check_output_dir, commit, output_dirs, rel
+from cflib.book.runs.paths import (
+    CHAPTER_DIR,
+    FAILED_DIR,
+    check_output_dir,
+    commit,
+    output_dirs,
+    rel,
+)
 from cflib.env import RENDER, check_all, environ
 from cflib.env import threads as env_threads
 from cflib.io import atomic_write
@@ -157,7 +167,7 @@ def prepare(chapter: str, profile: str = "standard", device: str = "cpu", train_
     previous = None
     if mode == "render":
         previous = notebook_record(ch, nb_dir)
-        if not previous or previous.get("format") != FORMAT:
+        if not previous or previous.get("format") not in FORMATS:
             raise ValueError(f"{ch.name} has no full run to re-render from in {rel(nb_dir)}; "
                              f"execute it (make chapter NB={ch.name})")
         bad = check_outputs(ch, res_dir, nb_dir)
@@ -189,6 +199,7 @@ def prepare(chapter: str, profile: str = "standard", device: str = "cpu", train_
         shutil.copy2(src_dir / name, results / name)
         copied.add(str(name))
     nb = to_notebook(ch, render=mode == "render")
+    add_tracing(nb, render=mode == "render")
     probe = nbformat.v4.new_code_cell(PROBE)
     probe.metadata["tags"] = ["cflib-probe"]
     nb.cells.append(probe)
@@ -262,6 +273,9 @@ def record(run: ChapterRun, executed: Path, seconds: float):
         provenance = (f"*This page was executed on {when} from commit `{commit()}` of the "
                       f"project, {describe(params)} ({_threads(run.threads)}), in "
                       f"{seconds / 60:.1f} minutes.*")
+    book_run = run.nb_dir.resolve() == CHAPTER_DIR.resolve()
+    if run.mode == "render" and book_run:
+        provenance += certificate_line(ch.name, prev)
     provenance += (f" *Code: `notebooks/{ch.source}`; re-run: `make chapter NB={ch.name}`.*")
     reported = clean(nb, ch, params, provenance)
     try:
@@ -275,10 +289,9 @@ def record(run: ChapterRun, executed: Path, seconds: float):
         outputs = dict(prev.get("outputs", {}))
     else:
         outputs = output_digests(run.results, _written(run))
-    inputs = input_digests(ch, params, [PROJECT_ROOT / m if not Path(m).is_absolute() else m
-                                        for m in reported.get("modules", [])],
-                           reported.get("data", []), reported.get("reads", []), run.results,
-                           outputs)
+    inputs = input_digests(ch, params, reported.get("data", []), reported.get("reads", []),
+                           run.results, outputs, reported.get("definitions"),
+                           reported.get("presentation"), reported.get("networks", []))
     if run.mode == "render":
         # the compute did not run: its inputs are the last full run's (unchanged, which
         # is why this was a render)
@@ -287,6 +300,9 @@ def record(run: ChapterRun, executed: Path, seconds: float):
                             "commit": commit(), "date": when, "seconds": round(seconds),
                             "threads": run.threads, "params": params, "computed": computed,
                             "inputs": inputs, "outputs": outputs}
+    if book_run:
+        nb.metadata["cflib"]["certificate"] = (certificate_digest(ch.name)
+                                               if run.mode == "render" else "")
     return nb, outputs
 
 
@@ -297,6 +313,8 @@ def install(run: ChapterRun, nb, outputs: dict) -> Path:
     import nbformat
 
     ch = run.chapter
+    if run.mode == "compute" and run.nb_dir.resolve() == CHAPTER_DIR.resolve():
+        retire(ch.name)            # a full run: its numbers need no certificate
     if run.mode == "compute":
         for name in outputs:
             src, dest = run.results / name, run.res_dir / name

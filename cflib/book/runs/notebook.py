@@ -12,14 +12,16 @@ MARKER = "<!-- discussion -->"
 #: SUMMARY marker shows the whole discussion at MARKER)
 SUMMARY, SUMMARY_END = "<!-- summary -->", "<!-- summary ends -->"
 
-#: the last cell of every run: which cflib modules, data files and results files the
-#: kernel used
-PROBE = ('import json as _j, sys as _s\n'
-         'from cflib.bench.data import files_read as _f\n'
-         'from cflib.bench.results import files_read as _r\n'
-         'print("CFLIB_INPUTS" + _j.dumps({"modules": sorted(m.__file__ for n, m in '
-         'list(_s.modules.items()) if n.split(".")[0] == "cflib" and getattr(m, "__file__", None)), '
-         '"data": _f(), "reads": _r()}))')
+#: the cells a run adds around its code cells: the tracer (:mod:`cflib.trace`) of the cflib
+#: definitions its setup and compute cells run, then of those its presentation cells run
+TRACE_ON = "from cflib import trace as _cflib_trace\n_cflib_trace.start()"
+TRACE_OFF = "_cflib_segment = _cflib_trace.stop()"
+PRESENT_ON = "from cflib import trace as _cflib_trace\n_cflib_trace.start()"
+
+#: the last cell of every run: which cflib definitions its compute and its presentation
+#: ran, which cflib modules, data files, results files and shipped networks the kernel used
+#: (:mod:`cflib.book.runs.probe`)
+PROBE = "from cflib.book.runs.probe import report as _cflib_report\n_cflib_report(globals())"
 
 
 def personalise(nb, chapter: Chapter) -> None:
@@ -98,6 +100,42 @@ def to_notebook(chapter: Chapter, render: bool = False):
     return nb
 
 
+def add_tracing(nb, render: bool = False) -> None:
+    """Put the tracer's cells (tagged ``cflib-probe``: the page drops them) around the
+    notebook's setup and compute cells (not in a re-render: its compute cells do not run),
+    and from its first presentation cell on, so that the run records the cflib
+    definitions its computation ran apart from those its page ran.  A presentation cell
+    between two compute cells is refused (it would count for neither)."""
+    import nbformat
+
+    kinds = [cell_kind(c) for c in nb.cells]
+    ours = [i for i, k in enumerate(kinds) if k in (SETUP, COMPUTE)]
+    last = ours[-1] if ours else max([i for i, k in enumerate(kinds) if k == "parameters"],
+                                     default=-1)
+    between = [i for i in range(ours[0], last) if kinds[i] == "presentation"] if ours else []
+    if between:
+        raise ValueError(f"cell {between[0]} of the chapter is a presentation cell between "
+                         "its setup and compute cells: move it after the last compute cell "
+                         "(or tag it 'compute')")
+    present = next((i for i in range(last + 1, len(kinds)) if kinds[i] == "presentation"), None)
+
+    def cell(source):
+        c = nbformat.v4.new_code_cell(source)
+        c.metadata["tags"] = ["cflib-probe"]
+        return c
+
+    out = []
+    for i, c in enumerate(nb.cells):
+        if ours and i == ours[0] and not render:
+            out.append(cell(TRACE_ON))
+        if i == present:
+            out.append(cell(PRESENT_ON))
+        out.append(c)
+        if ours and i == ours[-1] and not render:
+            out.append(cell(TRACE_OFF))
+    nb.cells = out
+
+
 def restore_compute_cells(executed, chapter: Chapter, previous) -> None:
     """After a re-render: give every compute cell of ``executed`` its code back and the
     outputs it had in ``previous`` (the notebook of the chapter's last full run, whose
@@ -113,7 +151,8 @@ def restore_compute_cells(executed, chapter: Chapter, previous) -> None:
 
 def clean(nb, chapter: Chapter, params: dict, provenance: str) -> dict:
     """Strip what a reader should not see; return the inputs the probe cell reported."""
-    reported = {"modules": [], "data": [], "reads": []}
+    reported = {"modules": [], "data": [], "reads": [], "definitions": {},
+                "presentation": {}, "networks": []}
     keep = []
     for cell in nb.cells:
         tags = cell.metadata.get("tags", [])
@@ -122,7 +161,7 @@ def clean(nb, chapter: Chapter, params: dict, provenance: str) -> dict:
             for o in cell.get("outputs", []):
                 text = o.get("text", "")
                 if o.get("output_type") == "stream" and "CFLIB_INPUTS" in text:
-                    reported = json.loads(text.split("CFLIB_INPUTS", 1)[1].strip())
+                    reported = json.loads(text.split("CFLIB_INPUTS", 1)[1].strip().split("\n")[0])
                     continue
                 if o.get("output_type") == "stream" and o.get("name") == "stderr":
                     continue                       # warnings, progress, logging: the console's
