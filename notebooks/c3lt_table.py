@@ -22,19 +22,18 @@ from cflib.book import chapters
 p = chapters.parameters("c3lt_table.py", globals())
 
 # %% tags=["setup"]
-from cflib.bench.data import canonical_dataset
-from cflib.bench.profiles import get_profile
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables import c3lt
+from cflib.bench.tables.registry import spec_of_notebook
 
-dataset = canonical_dataset(p.dataset)
-prof = get_profile(p.profile)
-seeds = Seeds(train=p.train_seed, data=p.data_seed)
+spec = spec_of_notebook("c3lt_table.py", p.dataset)
+args = spec.args(p.profile, Seeds(train=p.train_seed, data=p.data_seed), p.device, p.methods,
+                 p.pairs, n_images=p.n_images)
+dataset, prof, seeds = args.dataset, args.profile, args.seeds
 
 # %% tags=["compute"]
 # the computation: every method on every pair, scored; the page below reads what it saved
-saved = c3lt.run_c3lt_table(dataset, p.pairs, p.methods, prof, seeds, p.device,
-                            p.n_images).save(p.results_dir, p.results_name)
+saved = spec.run(args).save(p.results_dir, p.results_name)
 
 # %%
 from pathlib import Path
@@ -44,6 +43,7 @@ from IPython.display import Markdown, display
 
 from cflib.bench import results, runner, tuning, zoo
 from cflib.bench.data import DATASET_TITLES
+from cflib.bench.reference import reported_rows
 from cflib.book import report, sweep
 
 run = c3lt.C3LTRun.load(p.results_dir, p.results_name)
@@ -55,7 +55,7 @@ metric_names = list(c3lt.FULL_TABLE_METRICS)
 pair_names = ", ".join(report.pair_title(dataset, q) for q in run.pairs)
 merged, per_seed = sweep.read_sweep(p.results_name, prof.name, root=Path(p.results_dir) / "sweep",
                                     own=run.results)
-headline_rows = [m for m in c3lt.PAPER_METHODS if m in run.methods]
+headline_rows = [m for m in reported_rows("c3lt") if m in run.methods]
 headline_metrics = ["IM1", "FID", "Proximity", "Validity"]
 if merged is None:
     table = report.comparison_table(run.results, "c3lt", dataset, metrics=metric_names,

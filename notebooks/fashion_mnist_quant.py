@@ -32,17 +32,19 @@ from cflib.book import chapters
 p = chapters.parameters("fashion_mnist_quant.py", globals())
 
 # %% tags=["setup"]
-from cflib.bench.profiles import get_profile
+from cflib.bench.seeds import Seeds
 from cflib.bench.tables import quant as quant_benchmark
+from cflib.bench.tables.registry import spec_of_notebook
 
-prof = get_profile(p.profile)
-seeds = list(range(p.train_seed, p.train_seed + prof.quant.n_seeds))
+spec = spec_of_notebook("fashion_mnist_quant.py")
+args = spec.args(p.profile, Seeds(train=p.train_seed, data=p.data_seed), p.device, p.methods,
+                 target=p.target)
+prof, seeds = args.profile, list(args.train_seeds)
 
 # %% tags=["compute"]
 # the computation: every compressed row trained and its recourse scored; the page reads
 # what it saved
-saved = quant_benchmark.run_quant_table("fmnist", prof, seeds, p.data_seed, p.device, p.methods,
-                                        p.target).save(p.results_dir, p.results_name)
+saved = spec.run(args).save(p.results_dir, p.results_name)
 
 # %%
 import matplotlib.pyplot as plt

@@ -32,19 +32,20 @@ from cflib.book import chapters
 p = chapters.parameters("mnist_bayesian.py", globals())
 
 # %% tags=["setup"]
-from cflib.bench.profiles import get_profile
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables import bayes
+from cflib.bench.tables.registry import spec_of_notebook
 
-prof = get_profile(p.profile)
-seeds = Seeds(train=p.train_seed, data=p.data_seed)
-settings = list(p.models or bayes.MODELS)
-methods = list(p.methods or bayes.BAYES_METHODS)
+spec = spec_of_notebook("mnist_bayesian.py")
+args = spec.args(p.profile, Seeds(train=p.train_seed, data=p.data_seed), p.device, p.methods,
+                 models=p.models)
+prof, seeds = args.profile, args.seeds
+settings = list(args.models)
+methods = [m for m in args.methods if m not in spec.references]
 
 # %% tags=["compute"]
 # the computation: every method on both classifiers, scored; the page reads what it saved
-saved = bayes.run_bayesian_table("mnist", settings, prof, seeds, p.device,
-                                 methods).save(p.results_dir, p.results_name)
+saved = spec.run(args).save(p.results_dir, p.results_name)
 
 # %%
 import matplotlib.pyplot as plt

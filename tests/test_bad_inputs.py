@@ -787,14 +787,15 @@ def _runner_calls():
     from cflib.bench.tables import bayes, c3lt, quant
 
     return {
-        "run_c3lt_table": lambda d: c3lt.run_c3lt_table("mnist", profile="smoke", device=d),
+        # a table's run: its spec checks the arguments (RunArgs), the runner trusts them
+        "run_c3lt_table": lambda d: c3lt.C3LT_MNIST.run(c3lt.C3LT_MNIST.args("smoke",
+                                                                          device=d)),
         "load_eval_models": lambda d: c3lt.load_eval_models("mnist", [4, 9], "smoke", device=d),
         "bayes_model": lambda d: bayes.bayes_model("mnist", "mc_dropout", "smoke", device=d),
         "run_bayesian": lambda d: bayes.run_bayesian("mnist", profile="smoke", device=d),
-        "run_bayesian_table": lambda d: bayes.run_bayesian_table("mnist", profile="smoke",
-                                                                 device=d),
+        "run_bayesian_table": lambda d: bayes.BAYES.run(bayes.BAYES.args("smoke", device=d)),
         "run_quant": lambda d: quant.run_quant("fmnist", "smoke", device=d),
-        "run_quant_table": lambda d: quant.run_quant_table("fmnist", "smoke", device=d),
+        "run_quant_table": lambda d: quant.QUANT.run(quant.QUANT.args("smoke", device=d)),
     }
 
 
@@ -872,10 +873,10 @@ def test_the_table_runners_check_the_data_before_any_network(tmp_path, tmp_cache
 
     monkeypatch.setenv("CFLIB_DATA", str(tmp_path / "nowhere"))
     _no_download(monkeypatch)
-    for run in (lambda: c3lt.run_c3lt_table("mnist", profile="smoke"),
+    for run in (lambda: c3lt.C3LT_MNIST.run(c3lt.C3LT_MNIST.args("smoke")),
                 lambda: bayes.run_bayesian("mnist", profile="smoke"),
-                lambda: bayes.run_bayesian_table("mnist", profile="smoke"),
-                lambda: quant.run_quant_table("fmnist", "smoke")):
+                lambda: bayes.BAYES.run(bayes.BAYES.args("smoke")),
+                lambda: quant.QUANT.run(quant.QUANT.args("smoke"))):
         with pytest.raises(FileNotFoundError, match="does not exist.*CFLIB_DATA"):
             run()
     assert not tmp_cache.exists()

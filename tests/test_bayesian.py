@@ -332,10 +332,10 @@ def test_im1_by_class_matches_im1():
 
 
 def test_bayesian_table_names_an_unknown_model():
-    from cflib.bench.tables.bayes import run_bayesian_table
+    from cflib.bench.tables.bayes import BAYES
 
     with pytest.raises(ValueError, match="unknown model.*'ensemble'"):
-        run_bayesian_table("mnist", ["mc_dropout", "ensemble"], "smoke")
+        BAYES.args("smoke", models=["mc_dropout", "ensemble"])
 
 
 # -- per-sample stopping ------------------------------------------------------------------------

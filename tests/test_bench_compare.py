@@ -540,13 +540,14 @@ def test_cflib_bench_writes_where_the_user_is_by_default(tmp_path, monkeypatch):
     from cflib.bench import compare as compare_mod
 
     ran = []
+    # the default is worked out once, by compare (prepare), against the current folder
     monkeypatch.setattr(compare_mod, "prepare", lambda *a, **k: _StubPlan(
-        compare_mod.BENCH_DIR / "Toy-smoke", ran))
+        compare_mod.check_out(Path.cwd() / compare_mod.BENCH_DIR / "Toy-smoke"), ran))
     monkeypatch.chdir(tmp_path)
     main(["bench", "--method", "tests.fixtures.toy:Toy"])
     assert ran == [(tmp_path / "cflib-bench" / "Toy-smoke").resolve()]
     assert (tmp_path / "cflib-bench" / "Toy-smoke" / "comparison.html").exists()
-    assert not (compare_mod.BENCH_DIR / "Toy-smoke" / "comparison.html").exists()
+    assert not (compare_mod.PROJECT_ROOT / "cflib-bench" / "Toy-smoke").exists()
 
 
 def test_cflib_list_names_the_bench_tables_and_the_catalog(capsys):

@@ -4,7 +4,14 @@ import torch
 import torchvision
 
 from cflib.bench import data
-from cflib.bench.data import CF_PAIRS, check_pair, class_subset, load_split, parse_pair
+from cflib.bench.data import (
+    CF_PAIRS,
+    check_pair,
+    class_subset,
+    load_split,
+    n_classes,
+    parse_pair,
+)
 from cflib.bench.profiles import get_profile
 
 HAVE = {name: (data.data_root() / folder / "raw" / "t10k-images-idx3-ubyte").exists()
@@ -53,9 +60,11 @@ def test_unknown_dataset_is_named():
 
 def test_equal_pair_is_refused():
     with pytest.raises(ValueError, match="equal"):
-        check_pair("mnist", 4, 4)
+        check_pair((4, 4), n_classes("mnist"))
     with pytest.raises(ValueError, match="0..9"):
-        check_pair("mnist", 4, 11)
+        check_pair("4->11", n_classes("mnist"))
+    assert check_pair("4->9", n_classes("fmnist")) == (4, 9)
+    assert n_classes("fashion-mnist") == 10
 
 
 def test_unknown_profile_is_named():

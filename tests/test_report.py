@@ -256,9 +256,9 @@ def test_committed_notebooks_carry_no_scratch_or_machine_paths():
 
 # -- the discussions: every number generated from the results --------------------------------
 def _discussion_chapters():
-    from cflib.book.report.discussion import DISCUSSIONS, template_path
+    from cflib.book.report.discussion import discussions, template_path
 
-    return [c for c in DISCUSSIONS if template_path(c).exists()]
+    return [c for c in discussions() if template_path(c).exists()]
 
 
 @pytest.mark.parametrize("chapter", _discussion_chapters())
@@ -359,10 +359,10 @@ def test_a_changed_result_changes_the_discussion(chapter, tmp_path):
     import shutil
 
     from cflib.bench.data import PROJECT_ROOT
-    from cflib.book.report.discussion import DISCUSSIONS, discussion_text
+    from cflib.book.report.discussion import discussion_text, discussions
     from cflib.book.report.discussion import f as fmt
 
-    _, _, name, _ = DISCUSSIONS[chapter]
+    _, _, name, _ = discussions()[chapter]
     src = PROJECT_ROOT / "results"
     if not (src / f"{name}.csv").exists():
         pytest.skip(f"no committed results/{name}.csv")

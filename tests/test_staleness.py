@@ -151,27 +151,27 @@ def test_a_definition_the_compute_never_ran_is_no_reason(project):
 def test_a_certificate_accepts_exactly_the_change_it_certified(project, monkeypatch):
     import json
 
-    from cflib.book.runs import certify
+    from cflib.book.runs import certificates
 
-    monkeypatch.setattr(certify, "CERT_DIR", project["root"] / "book" / "certificates")
-    monkeypatch.setattr(certify, "CHAPTER_DIR", project["folder"])
+    monkeypatch.setattr(certificates, "CERT_DIR", project["root"] / "book" / "certificates")
+    monkeypatch.setattr(certificates, "CHAPTER_DIR", project["folder"])
     f = project["root"] / "cflib/bench/toy_compute.py"
     key = "cflib/bench/toy_compute.py::f"
     old = digests.definition_digests([key])[key]
     _edit(f, "return X + 1", "return 1 + X")
     new = digests.definition_digests([key])[key]
     meta = digests.notebook_record(project["ch"], project["folder"])
-    certify.CERT_DIR.mkdir(parents=True)
-    cert = {"format": certify.FORMAT, "chapter": "toy", "record": certify.record_digest(meta),
+    certificates.CERT_DIR.mkdir(parents=True)
+    cert = {"format": certificates.FORMAT, "chapter": "toy", "record": certificates.record_digest(meta),
             "definitions": {key: [old, new]}, "added": {}, "computed_commit": "x",
             "certified_commit": "y", "date": "today"}
-    (certify.CERT_DIR / "toy.json").write_text(json.dumps(cert))
+    (certificates.CERT_DIR / "toy.json").write_text(json.dumps(cert))
     assert _st(project).kind == "fresh"
     _edit(f, "return 1 + X", "return 2 + X")           # a further change: not certified
     assert _st(project).compute == [f"{key} changed since its certificate"]
     _edit(f, "return 2 + X", "return 1 + X")
     cert["record"] = "another run"                      # made for another record
-    (certify.CERT_DIR / "toy.json").write_text(json.dumps(cert))
+    (certificates.CERT_DIR / "toy.json").write_text(json.dumps(cert))
     assert _st(project).compute == [f"{key} changed"]
 
 

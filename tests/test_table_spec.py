@@ -17,7 +17,7 @@ from cflib.bench.compare import Comparison, compare
 from cflib.bench.intervals import bootstrap
 from cflib.bench.results import Run, read_results, tidy
 from cflib.bench.seeds import Seeds
-from cflib.bench.tables.registry import BENCH_TABLES, BenchTable, RunArgs, TableSpec
+from cflib.bench.tables.registry import RunArgs, TableSpec
 from cflib.book.report import bench_page, bench_table
 from cflib.explainers import Explainer, ExplainerConfig
 from cflib.metrics.basic import PROXIMITY, VALIDITY, proximity
@@ -112,14 +112,17 @@ def means(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 SYNTHETIC = TableSpec(
-    "synthetic", ("Query (unchanged)", "Nudge"), ("Query (unchanged)",),
-    (PROXIMITY, VALIDITY), False, "Validity", run, SyntheticRun.load, means,
-    lambda rows: pd.DataFrame(columns=["expectation", "verdict"]),
-    lambda r, model="": bootstrap(r.per_query) if len(r.per_query) else None,
-    lambda r, model="": {}, lambda model="": classifier(), lambda prof: 12,
-    scope="mean over the queries", check_data=lambda datasets: None)
-TABLE = BenchTable("synthetic", SYNTHETIC, "synthetic", "", "synthetic",
-                   "A synthetic table of three classes")
+    key="synthetic", kind="synthetic", chapter="synthetic", source="synthetic.py",
+    dataset="mnist", title="A synthetic table", label="A synthetic table of three classes",
+    template="synthetic", methods=("Query (unchanged)", "Nudge"),
+    references=("Query (unchanged)",), metrics=(PROXIMITY, VALIDITY), per_pair=False,
+    validity="Validity", run=run, load=SyntheticRun.load, means=means,
+    checks=lambda rows: pd.DataFrame(columns=["expectation", "verdict"]),
+    intervals=lambda r, model="": bootstrap(r.per_query) if len(r.per_query) else None,
+    counterfactuals=lambda r, model="": {}, stand_in=lambda model="": classifier(),
+    n_images=lambda prof: 12, check_methods=list, scope="mean over the queries",
+    check_data=lambda datasets: None)
+TABLE = SYNTHETIC
 
 
 def toy_shift(model, x, target):
@@ -129,7 +132,7 @@ def toy_shift(model, x, target):
 
 def test_a_synthetic_table_runs_end_to_end(tmp_path, monkeypatch):
     # the runner, with one signature
-    r = SYNTHETIC.run(RunArgs.make("mnist", "smoke", Seeds(), "cpu", SYNTHETIC.methods))
+    r = SYNTHETIC.run(SYNTHETIC.args("smoke", Seeds()))
     assert set(r.results["method"]) == {"Query (unchanged)", "Nudge"}
     head = SYNTHETIC.headline(r.results).set_index(["method", "metric"])
     assert head.loc[("Nudge", "Validity"), "value"] == 1.0           # nudged into the target
@@ -137,7 +140,9 @@ def test_a_synthetic_table_runs_end_to_end(tmp_path, monkeypatch):
     assert set(head["label"]) == {"one training seed"}
 
     # the user's method beside the table's own rows, through compare and its page
-    monkeypatch.setitem(BENCH_TABLES, TABLE.key, TABLE)
+    from cflib.bench import compare as compare_mod
+
+    monkeypatch.setitem(compare_mod.TABLES, TABLE.key, TABLE)
     cmp = compare(toy_shift, tables=["synthetic"], profile="smoke", out=tmp_path / "out",
                   book_results=tmp_path, page=bench_page)
     tc = cmp.tables["synthetic"]
@@ -164,3 +169,5 @@ def test_run_args_are_normalised_once_at_the_edge():
         RunArgs.make("mnist", "huge")
     with pytest.raises(TypeError, match="seeds must be"):
         RunArgs.make("mnist", "smoke", "0")
+    with pytest.raises(ValueError, match="unknown dataset 'cifar'"):
+        RunArgs.make("cifar", "smoke")

@@ -30,7 +30,13 @@ from torch import nn
 
 from cflib.bench import zoo
 from cflib.bench.choices import expgan_weights, latent_search_lambda
-from cflib.bench.data import IMAGE_SHAPES, canonical_dataset, class_subset, load_split, parse_pair
+from cflib.bench.data import (
+    IMAGE_SHAPES,
+    canonical_dataset,
+    check_pair,
+    class_subset,
+    load_split,
+)
 from cflib.bench.profiles import Profile, get_profile
 from cflib.bench.seeds import Seeds
 from cflib.explainers import (
@@ -366,19 +372,6 @@ def _image_shape(r: Request) -> tuple[int, ...] | None:
         if r.data.get(key) is not None:
             return tuple(r.data[key][0].shape[1:])
     return IMAGE_SHAPES.get(r.dataset) if r.dataset else None
-
-
-def check_pair(pair, n_classes: int) -> tuple[int, int]:
-    """A (query, target) pair of two different classes of an ``n_classes``-way classifier."""
-    q, t = parse_pair(pair)
-    for c in (q, t):
-        if not 0 <= c < n_classes:
-            raise ValueError(f"class {c} of pair {q}->{t} is not a class of this classifier "
-                             f"(0..{n_classes - 1})")
-    if q == t:
-        raise ValueError(f"pair ({q}, {t}): the query and target classes are equal; a "
-                         "counterfactual needs a target class different from the query class")
-    return q, t
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ architecture, untrained), the tables, the pairs (each a pair of its table), the
 profile, seeds, device, data files and the output folder.  A method that crashes on a
 batch is re-raised as a :class:`MethodError` naming the method and the table and pair.
 
-What is written, under ``out`` (default ``_build/bench/<method>-<profile>/``; never
+What is written, under ``out`` (default ``./cflib-bench/<method>-<profile>/`` of the current folder; never
 inside the committed ``results/`` or ``book/``, so a user's method never replaces a
 committed file): for each table its results file ``<results_name>_<table>.csv`` in the
 results schema, the extra tables and the counterfactuals the page shows (as the
@@ -80,7 +80,8 @@ import torch
 
 import cflib
 from cflib.bench import catalog
-from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT, pair_label
+from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT, check_pair, n_classes, pair_label
+from cflib.bench.folders import RESULTS_DIR, check_name, check_output_dir
 from cflib.bench.profiles import Profile, get_profile, normalised
 from cflib.bench.results import (
     CELL,
@@ -89,8 +90,7 @@ from cflib.bench.results import (
     tidy,
 )
 from cflib.bench.seeds import Seeds
-from cflib.bench.tables import bayes
-from cflib.bench.tables.registry import BENCH_TABLES, BenchTable, as_seeds
+from cflib.bench.tables.registry import TableSpec, as_seeds, bench_tables
 from cflib.explainers import Explainer, from_function, records
 from cflib.io import atomic_write
 from cflib.metrics.spec import get_spec
@@ -100,12 +100,9 @@ from cflib.scopes import seeded
 log = logging.getLogger("cflib")
 
 #: the committed results and pages of the book: a comparison never writes inside them
-RESULTS_DIR = PROJECT_ROOT / "results"
-BOOK_DIR = PROJECT_ROOT / "book"
-#: where a comparison writes by default: ``<BENCH_DIR>/<method>-<profile>/``
-BENCH_DIR = PROJECT_ROOT / "_build" / "bench"
-#: the reference rows run beside every method (each metric's range)
-REFERENCE_ROWS = tuple(bayes.BAYES_REFERENCES)
+#: where a comparison writes by default: ``./cflib-bench/<method>-<profile>/`` of the current
+#: folder (where the user is, never inside the library's clone)
+BENCH_DIR = Path("cflib-bench")
 #: relative difference up to which this run's reference rows count as the book's
 REFERENCE_RTOL = 1e-4
 #: the version of the ``<results_name>.json`` file :meth:`Comparison.save` writes
@@ -119,8 +116,9 @@ class MethodError(RuntimeError):
     message names the method, the table and the pair, and the cause is chained."""
 
 
-#: the tables of :func:`compare`, by key (their specs: :mod:`cflib.bench.tables.registry`)
-TABLES: dict[str, BenchTable] = BENCH_TABLES
+#: the tables of :func:`compare`, by key (their specs: :mod:`cflib.bench.tables.registry`,
+#: a view per classifier where a table explains several)
+TABLES: dict[str, TableSpec] = bench_tables()
 
 
 # -- the method ----------------------------------------------------------------------------
@@ -219,9 +217,9 @@ def resolve_method(method, config: dict | None = None) -> Method:
     return Method(name, cls, cfg, how)
 
 
-def _probe(method: Method, table: BenchTable) -> None:
+def _probe(method: Method, table: TableSpec) -> None:
     with seeded(0):            # the stand-in's initialisation: the global RNG restored
-        clf = table.spec.stand_in(table.model)
+        clf = table.stand_in(table.model)
         try:
             ex = method.build(clf)
         except Exception as err:
@@ -285,10 +283,10 @@ def _fit(ex: Explainer, name: str, where: str, x_query, x_target, pair) -> Expla
     return ex
 
 
-def _entry(method: Method, table: BenchTable) -> catalog.Entry:
+def _entry(method: Method, table: TableSpec) -> catalog.Entry:
     """The catalog entry of the user's method for one table's run."""
     def build(r: catalog.Request) -> Explainer:
-        if table.spec.per_pair:
+        if table.per_pair:
             q, t = r.need_pair(method.name)
             where = f"table {table.key}, pair {q}->{t}"
         else:
@@ -310,7 +308,7 @@ def _entry(method: Method, table: BenchTable) -> catalog.Entry:
             _untouched(r.classifier, before, method.name, where, "while fitting")
         return _guard(ex, method.name, where, r.classifier, before)
 
-    return catalog.Entry(method.name, method.cls, table.spec.per_pair, build, table.spec.name,
+    return catalog.Entry(method.name, method.cls, table.per_pair, build, table.kind,
                          searches=True)
 
 
@@ -322,12 +320,13 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def reference_gap(own: pd.DataFrame, book: pd.DataFrame) -> tuple[float, str]:
+def reference_gap(own: pd.DataFrame, book: pd.DataFrame,
+                  references=("Original Data", "Query (unchanged)")) -> tuple[float, str]:
     """The largest relative difference between this run's reference rows and the book's
     on the same cells (every metric but time), and where it is (NaN: no common cell)."""
     keys = [c for c in CELL if c != "dataset"] + (["repeat"] if "repeat" in own.columns
                                                   and "repeat" in book.columns else [])
-    pick = lambda d: d[d["method"].isin(REFERENCE_ROWS) & (d["aggregate"] == "")]  # noqa: E731
+    pick = lambda d: d[d["method"].isin(references) & (d["aggregate"] == "")]  # noqa: E731
     a = pick(own).groupby(keys, dropna=False)["value"].mean()
     b = pick(book).groupby(keys, dropna=False)["value"].mean()
     common = [k for k in a.index.intersection(b.index)
@@ -375,20 +374,20 @@ def measured_with(networks: list[dict]) -> str:
             + (f", and {len(shipped)} shipped ones." if shipped else "."))
 
 
-def committed_rows(table: BenchTable, profile: Profile, seeds: Seeds,
+def committed_rows(table: TableSpec, profile: Profile, seeds: Seeds,
                    n_images: int | None, pairs: list[str], folder=None):
     """The book's committed rows of ``table`` that may stand beside a run at ``profile``,
     ``seeds`` and ``n_images`` on ``pairs``, before the run (everything but the equality of
     the reference rows): ``(rows or None, where they come from, why not)``."""
     folder = Path(folder) if folder is not None else RESULTS_DIR
-    path = folder / f"{table.book_name}.csv"
+    path = folder / f"{table.chapter}.csv"
     # the file as a reader knows it: the committed one by its path, another by its name
     # (a chapter's run reads a copy in a scratch folder)
     shown = (_rel(path) if folder.resolve() == RESULTS_DIR.resolve()
-             else f"{path.name} (the {table.book_name} chapter's results)")
+             else f"{path.name} (the {table.chapter} chapter's results)")
     if not path.exists():
         return None, shown, (f"The book's rows of this table are not shown: no {shown} was "
-                             f"found, which cflib chapter {table.book_name} --profile "
+                             f"found, which cflib chapter {table.chapter} --profile "
                              f"{profile.name} writes")
     df = read_results(path)
     df = df[(df["dataset"] == table.dataset) & (df["model"] == table.model)]
@@ -404,7 +403,7 @@ def committed_rows(table: BenchTable, profile: Profile, seeds: Seeds,
     if theirs != [(seeds.train, seeds.data)]:
         return None, shown, (f"The book's rows ({shown}) are of training / data seeds "
                              f"{theirs}; this run's are ({seeds.train}, {seeds.data})")
-    default = table.spec.n_images(profile)
+    default = table.n_images(profile)
     if n_images is not None and n_images != default:
         return None, shown, (f"The book's rows ({shown}) use the profile's {default} queries; "
                              f"this run uses {n_images}")
@@ -416,7 +415,7 @@ def committed_rows(table: BenchTable, profile: Profile, seeds: Seeds,
     return df, shown, ""
 
 
-def book_rows(table: BenchTable, own: pd.DataFrame, profile: Profile, seeds: Seeds,
+def book_rows(table: TableSpec, own: pd.DataFrame, profile: Profile, seeds: Seeds,
               n_images: int | None, pairs: list[str], folder=None,
               networks: list[dict] | None = None, computed=()):
     """The book's committed rows of ``table`` that can stand beside this run's, with a
@@ -438,7 +437,7 @@ def book_rows(table: BenchTable, own: pd.DataFrame, profile: Profile, seeds: See
     df, shown, why = committed_rows(table, profile, seeds, n_images, pairs, folder)
     if df is None:
         return None, f"{why}, so {mine}.", None
-    gap, where = reference_gap(own, df)
+    gap, where = reference_gap(own, df, table.references)
     if not gap <= REFERENCE_RTOL:
         why = ("they share no cell with this run's" if math.isnan(gap) else
                f"the largest relative difference is {gap:.2g}, on {where}")
@@ -480,7 +479,7 @@ class TableComparison:
     rows), the book's rows beside it (``book``, or None) and ``note``, the sentence that
     says where the rows beside the method come from."""
 
-    table: BenchTable
+    table: TableSpec
     method: str
     run: object
     pairs: list[str]
@@ -507,14 +506,14 @@ class TableComparison:
         own = self.run.results
         if self.book is None:
             return own
-        return self.table.spec.shown(own, self.book[~self.book["method"].isin(set(own["method"]))])
+        return self.table.shown(own, self.book[~self.book["method"].isin(set(own["method"]))])
 
     @property
     def methods(self) -> list[str]:
         """The rows in the page's order: the reference rows, the method, the book's rows."""
         rows = [m for m in dict.fromkeys(self.shown["method"]) if m != CLASSIFIER]
-        refs = self.table.spec.references
-        book = [m for m in self.table.spec.own_methods() if m in rows]
+        refs = self.table.references
+        book = [m for m in self.table.own_methods() if m in rows]
         extra = [m for m in rows if m not in (*refs, self.method, *book)]
         return [*[m for m in refs if m in rows], self.method, *book, *extra]
 
@@ -522,7 +521,7 @@ class TableComparison:
         """Each row's value of each metric: the mean over the pairs (C3LT tables) or over
         the repeats (Bayesian tables), the table's rows only (no variant); columns
         ``method, metric, value`` (the spec's ``means``)."""
-        return self.table.spec.means(self.shown)
+        return self.table.means(self.shown)
 
     def wide(self) -> pd.DataFrame:
         """:meth:`means` as rows = methods (page order), columns = metrics."""
@@ -583,13 +582,13 @@ class TableComparison:
         """The checks the table's chapter shows, on the rows shown (the spec's: the C3LT
         tables' on the means over pairs; the Bayesian table's per classifier over repeats,
         its ``best`` among the paper's five methods)."""
-        return self.table.spec.checks(self.shown)
+        return self.table.checks(self.shown)
 
     @property
     def counterfactuals(self) -> dict:
         """The saved counterfactuals of this run: C3LT tables ``{(pair, method): cf}``,
         Bayesian tables the classifier's ``{"queries": ..., method: [cf]}``."""
-        return self.table.spec.counterfactuals(self.run, self.table.model)
+        return self.table.counterfactuals(self.run, self.table.model)
 
 
 @dataclass
@@ -666,7 +665,7 @@ class Comparison:
         tables = {}
         for key, t in doc["tables"].items():
             spec = TABLES[key]
-            run = spec.spec.load(folder, f"{name}_{key}")
+            run = spec.load(folder, f"{name}_{key}")
             used, computed = t.get("networks", []), t.get("computed", [])
             rows, note, gap = book_rows(spec, run.results, prof, seeds, doc["n_images"],
                                         t["pairs"], book_results, used, computed)
@@ -694,36 +693,16 @@ def save_table(t: TableComparison, folder, name: str) -> list[Path]:
 
 
 # -- checking everything first ---------------------------------------------------------------
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-
-
-def check_name(name: str) -> str:
-    """A file stem: a plain name (letters, digits, ``_ . -``; no folder, no ``..``)."""
-    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name) or ".." in name:
-        raise ValueError(f"results_name must be a plain file name (letters, digits, _ . -; "
-                         f"no folder and no '..'), got {name!r}")
-    return name
 
 
 def check_out(out) -> Path:
-    """The output folder: anywhere but inside the book's committed ``results/`` or
-    ``book/`` (a user's method never replaces a committed file)."""
-    p = Path(str(out)).expanduser()
-    p = (p if p.is_absolute() else Path.cwd() / p).resolve()
-    for committed in (RESULTS_DIR, BOOK_DIR):
-        c = committed.resolve()
-        if p == c or c in p.parents:
-            raise ValueError(f"out {str(out)!r} is inside the book's committed "
-                             f"{c.relative_to(PROJECT_ROOT.resolve())}/, which only the "
-                             "book's own runs write; choose a folder of your own (or leave "
-                             f"it None: {_rel(BENCH_DIR)}/<method>-<profile>/)")
-    if p.exists() and not p.is_dir():
-        raise ValueError(f"out {str(out)!r} is a file; name a folder")
-    return p
+    """The output folder (:func:`cflib.bench.folders.check_output_dir`: a user's method
+    never replaces a committed file)."""
+    return check_output_dir(out, "out", f"leave it None: ./{BENCH_DIR}/<method>-<profile>/")
 
 
-def check_tables(tables) -> list[BenchTable]:
-    """Table keys (a list, or one text with commas) as :class:`BenchTable` s."""
+def check_tables(tables) -> list[TableSpec]:
+    """Table keys (a list, or one text with commas) as :class:`TableSpec` s."""
     if isinstance(tables, str):
         tables = [t.strip() for t in tables.split(",") if t.strip()]
     keys = list(dict.fromkeys(tables or []))
@@ -735,11 +714,11 @@ def check_tables(tables) -> list[BenchTable]:
     return [TABLES[k] for k in keys]
 
 
-def check_pairs(pairs, tables: list[BenchTable]) -> dict[str, list[tuple[int, int]]]:
+def check_pairs(pairs, tables: list[TableSpec]) -> dict[str, list[tuple[int, int]]]:
     """The pairs each C3LT table runs: its own pairs (``pairs=None``), else those of
     ``pairs`` that are pairs of it; a pair of none of the tables, a C3LT table left
     without a pair, or pairs with only Bayesian tables are a ValueError."""
-    c3 = [t for t in tables if t.spec.per_pair]
+    c3 = [t for t in tables if t.per_pair]
     if pairs is None:
         return {t.key: t.pairs for t in c3}
     if isinstance(pairs, str):
@@ -752,7 +731,7 @@ def check_pairs(pairs, tables: list[BenchTable]) -> dict[str, list[tuple[int, in
         raise ValueError("pairs must name at least one pair, e.g. ['4->9'], or be None")
     parsed = []
     for p in pairs:
-        q, t = catalog.check_pair(p, 10)
+        q, t = check_pair(p, min(n_classes(t.dataset) for t in c3))
         parsed.append((q, t))
     out = {t.key: [p for p in dict.fromkeys(parsed) if p in t.pairs] for t in c3}
     for p in parsed:
@@ -773,7 +752,7 @@ class Plan:
     """A comparison checked and ready to run (:func:`prepare`); :meth:`run` computes it."""
 
     method: Method
-    tables: list[BenchTable]
+    tables: list[TableSpec]
     pairs: dict[str, list[tuple[int, int]]]
     profile: Profile
     n_images: int | None
@@ -785,7 +764,7 @@ class Plan:
     page: Callable | None
     book_methods: bool = True
 
-    def run_table(self, table: BenchTable) -> TableComparison:
+    def run_table(self, table: TableSpec) -> TableComparison:
         """One table through its runner, the method added to the catalog for the run."""
         from cflib.cache import networks_used
 
@@ -796,16 +775,16 @@ class Plan:
                                          pairs, self.book_results)
         # where the committed rows cannot stand beside the run, the book's methods run
         # here, at the run's profile, on the same queries and networks
-        computed = (table.spec.own_methods() if committed is None and self.book_methods
+        computed = (table.own_methods() if committed is None and self.book_methods
                     else [])
         # the method first (on each pair): a method that fails, fails before the reference
         # rows are scored (each row is seeded alike, in any order)
-        args = table.args(self.profile, self.seeds, self.device,
-                          [name, *table.spec.references, *computed],
-                          self.pairs.get(table.key, ()), self.n_images)
         with catalog.extended(_entry(self.method, table)):
-            run = table.spec.run(args)
-            intervals = table.spec.intervals(run, table.model)
+            args = table.args(self.profile, self.seeds, self.device,
+                              [name, *table.references, *computed],
+                              self.pairs.get(table.key) or None, n_images=self.n_images)
+            run = table.run(args)
+            intervals = table.intervals(run, table.model)
         used = networks_used(before)
         rows, note, gap = book_rows(table, run.results, self.profile, self.seeds,
                                     self.n_images, pairs, self.book_results, used, computed)
@@ -858,17 +837,18 @@ def prepare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None
         raise TypeError(f"page must be a renderer (cflib.book.report.bench_page) or None, got "
                         f"{page!r}")
     m = resolve_method(method, config)
-    folder = check_out(out if out is not None else BENCH_DIR / f"{_slug(m.name)}-{prof.name}")
+    folder = check_out(out if out is not None else
+                       Path.cwd() / BENCH_DIR / f"{_slug(m.name)}-{prof.name}")
     fits = m.cls.needs_fit
     for t in tabs:
-        if not t.spec.per_pair and fits:
+        if not t.per_pair and fits:
             raise ValueError(f"{m.name} needs fitting, and compare fits a method per class "
                              f"pair; the table {t.key} has no pairs (a target per query): run "
                              "it on the C3LT tables, or fit nothing (needs_fit = False)")
-    for kind in dict.fromkeys((t.spec.name, t.model) for t in tabs):
-        _probe(m, next(t for t in tabs if (t.spec.name, t.model) == kind))
+    for kind in dict.fromkeys((t.kind, t.model) for t in tabs):
+        _probe(m, next(t for t in tabs if (t.kind, t.model) == kind))
     for t in tabs:
-        t.spec.check_data([t.dataset])
+        t.check_data([t.dataset])
     if not isinstance(book_methods, bool):
         raise TypeError(f"book_methods must be True or False, got {book_methods!r}")
     return Plan(m, tabs, pair_map, prof, n_images, seeds, str(device), folder, name,
@@ -892,7 +872,7 @@ def compare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None
     (default: all of each table's; each must be a pair of a table asked for);
     ``n_images``: queries per pair / per repeat (default: the profile's); ``seeds``: the
     training and data seeds; ``out``: the folder written (default
-    ``_build/bench/<method>-<profile>/``), never inside the committed ``results/`` or
+    ``./cflib-bench/<method>-<profile>/`` of the current folder), never inside the committed ``results/`` or
     ``book/``; ``results_name``: the stem of its files; ``book_results``: the folder of
     the book's results files (default ``results/``); ``page``: the page renderer
     (:func:`cflib.book.report.bench_page`; None: no page); ``book_methods``: where the
@@ -908,6 +888,6 @@ def compare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None
                    page=page, book_methods=book_methods).run()
 
 
-__all__ = ["compare", "prepare", "Comparison", "TableComparison", "BenchTable", "TABLES",
+__all__ = ["compare", "prepare", "Comparison", "TableComparison", "TableSpec", "TABLES",
            "MethodError", "Method", "resolve_method", "book_rows", "committed_rows",
            "check_out"]

@@ -64,18 +64,22 @@ def data_root() -> Path:
     return Path(env) if env else PROJECT_ROOT / "data"
 
 
-def check_pair(dataset: str, query: int, target: int) -> tuple[int, int]:
-    """Validate a (query, target) class pair and return it as ints."""
-    canonical_dataset(dataset)
-    q, t = int(query), int(target)
+def n_classes(dataset: str) -> int:
+    """The number of classes of a dataset (read from its class names)."""
+    return len(CLASS_NAMES[canonical_dataset(dataset)])
+
+
+def check_pair(pair, n_classes: int) -> tuple[int, int]:
+    """A (query, target) pair of two different classes of an ``n_classes``-way classifier
+    (any form :func:`parse_pair` reads)."""
+    q, t = parse_pair(pair)
     for c in (q, t):
-        if not 0 <= c <= 9:
-            raise ValueError(f"class {c} is not one of the 10 classes 0..9")
+        if not 0 <= c < n_classes:
+            raise ValueError(f"class {c} of pair {q}->{t} is not a class of this classifier "
+                             f"(0..{n_classes - 1})")
     if q == t:
-        raise ValueError(
-            f"pair ({q}, {t}): the query and target classes are equal; a "
-            "counterfactual needs a target class different from the query class"
-        )
+        raise ValueError(f"pair ({q}, {t}): the query and target classes are equal; a "
+                         "counterfactual needs a target class different from the query class")
     return q, t
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cflib import provenance as prov
 from cflib import shipped
-from cflib.bench.data import CF_PAIRS
+from cflib.bench.data import CF_PAIRS, n_classes
 from cflib.bench.profiles import normalised
 from cflib.cache import cache_key, cache_root, events, networks_used, read_entry
 
@@ -47,7 +47,7 @@ def measuring_networks(profile="standard", seed: int = 0, device="cpu") -> list[
         c3lt.load_eval_models(dataset, [c for p in pairs for c in p], prof, seed, device)
     for model in bayes.MODELS:
         bayes.bayes_model("mnist", model, prof, seed, device)
-    for c in range(10):
+    for c in range(n_classes("mnist")):
         zoo.autoencoder("mnist", c, prof, seed, device=device)
     zoo.small_cnn("fmnist", prof, seed, device)
     seen, out = set(), []

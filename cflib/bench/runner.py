@@ -1,10 +1,9 @@
 """One runner protocol for the book's tables.
 
-A table is declared once (:class:`Table`): its name (the key of the reference files),
-its methods in the chapter's order and the metric specs it reports.  Its runner
-builds each method from the catalog, explains the queries, and scores every batch of
-counterfactuals with :func:`evaluate` inside an evaluation context (see
-:mod:`cflib.metrics.spec`).  Three functions serve all tables:
+A table's runner takes one :class:`RunArgs` (checked once, by its spec:
+:mod:`cflib.bench.tables.registry`), builds each method from the catalog, explains the
+queries, and scores every batch of counterfactuals with :func:`evaluate` inside an
+evaluation context (see :mod:`cflib.metrics.spec`).  The functions that serve all tables:
 
 * :func:`evaluate`: every spec that applies to one context;
 * :func:`summarise`: mean, standard deviation and count of every cell over repeats or
@@ -29,32 +28,65 @@ from typing import Callable
 import pandas as pd
 import torch
 
+from cflib.bench.profiles import Profile
 from cflib.bench.reference import expected_orderings, parse_match
 from cflib.bench.results import CELL
+from cflib.bench.seeds import Seeds
 from cflib.explainers import Counterfactuals
 from cflib.memo import memoized
 from cflib.metrics import recourse as rm
-from cflib.metrics.spec import MetricSpec, get_spec
+from cflib.metrics.spec import get_spec
 
 #: what a paired comparison needs: (method, other, metric) -> per-query values of both
 #: rows on the same queries (NaN where a query does not count)
 PairedValues = Callable[[str, str, str], tuple[torch.Tensor, torch.Tensor]]
 
 
+def as_seeds(seeds) -> Seeds:
+    """``seeds`` as a :class:`~cflib.bench.seeds.Seeds` (an int: the training and the data
+    seed alike); a TypeError for anything else."""
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        return Seeds(train=seeds, data=seeds)
+    if not isinstance(seeds, Seeds):
+        raise TypeError(f"seeds must be a Seeds(train=, data=) or an int, got {seeds!r}")
+    return seeds
+
+
 @dataclass(frozen=True)
-class Table:
-    """A table of the book: its name in the reference files, its rows and its metrics."""
+class RunArgs:
+    """The arguments of one run of a table, normalised once (:meth:`make`; a table's
+    :meth:`~cflib.bench.tables.registry.TableSpec.args` checks the rest): the dataset
+    (canonical name), the profile (a :class:`~cflib.bench.profiles.Profile`), the seeds,
+    the device (checked), the rows to run, the class pairs (tables with pairs), the
+    classifiers (tables with several), the queries per pair or repeat (None: the
+    profile's), the training seeds merged in one run (the quantization table; empty: the
+    profile's) and the target class (tables with one target).  A runner trusts it."""
 
-    name: str
+    dataset: str
+    profile: Profile
+    seeds: Seeds
+    device: str
     methods: tuple[str, ...]
-    metrics: tuple[MetricSpec, ...]
+    pairs: tuple[tuple[int, int], ...] = ()
+    models: tuple[str, ...] = ()
+    n_images: int | None = None
+    train_seeds: tuple[int, ...] | None = None
+    target: int | None = None
 
-    @property
-    def metric_names(self) -> list[str]:
-        return [m.name for m in self.metrics]
+    @classmethod
+    def make(cls, dataset: str, profile="standard", seeds: Seeds = Seeds(), device="cpu",
+             methods=(), pairs=(), models=(), n_images: int | None = None,
+             train_seeds=None, target: int | None = None) -> "RunArgs":
+        from cflib.bench.data import canonical_dataset
+        from cflib.bench.profiles import get_profile
+        from cflib.tensors import check_device
 
-    def expectations(self) -> pd.DataFrame:
-        return expected_orderings(self.name)
+        check_device(device)
+        return cls(canonical_dataset(dataset), get_profile(profile), as_seeds(seeds), str(device),
+                   tuple(methods), tuple(tuple(p) for p in pairs), tuple(models), n_images,
+                   None if train_seeds is None else (
+                       (train_seeds,) if isinstance(train_seeds, int) else tuple(train_seeds)),
+                   target)
 
 
 @dataclass

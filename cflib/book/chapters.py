@@ -28,10 +28,11 @@ import torch
 
 from cflib import trace
 from cflib.bench import catalog
-from cflib.bench.data import PROJECT_ROOT, canonical_dataset, parse_pair
+from cflib.bench.data import PROJECT_ROOT, canonical_dataset, check_pair, n_classes
+from cflib.bench.folders import check_name, check_output_dir
 from cflib.bench.profiles import PROFILES
-from cflib.bench.tables.bayes import MODELS
-from cflib.bench.tables.quant import check_methods as check_recipes
+from cflib.bench.tables.registry import SPECS, get_spec, spec_of_chapter, specs_of
+from cflib.names import unknown_name
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 RESULTS_DIR = PROJECT_ROOT / "results"
@@ -81,30 +82,49 @@ class Chapter:
         return NOTEBOOKS / self.source
 
 
-#: every chapter of the book, in build order (a chapter comes after those it reads)
-CHAPTERS: dict[str, Chapter] = {c.name: c for c in (
-    Chapter("mnist_eval", "c3lt_table.py", "Counterfactuals on MNIST: the C3LT table",
-            {"dataset": "mnist"}, reads=SWEEP_READS),
-    Chapter("fashion_mnist_test", "c3lt_table.py",
-            "Counterfactuals on Fashion-MNIST: the C3LT table", {"dataset": "fmnist"},
-            reads=SWEEP_READS),
-    Chapter("cross_dataset", "cross_dataset.py", "How the methods rank on the two datasets",
-            reads=("mnist_eval.csv", "fashion_mnist_test.csv",
-                   # their sweeps: the ranks of the seed means, as the chapters show them
-                   *(r.format(chapter=c, profile="{profile}") for r in SWEEP_READS
-                     for c in ("mnist_eval", "fashion_mnist_test"))),
-            writes=False),
-    Chapter("mnist_bayesian", "mnist_bayesian.py",
-            "Counterfactuals under Bayesian classifiers on MNIST", data=("mnist",)),
-    Chapter("fashion_mnist_quant", "fashion_mnist_quant.py",
-            "Recourse under quantization on Fashion-MNIST", data=("fmnist",)),
-    Chapter("performance", "performance.py", "How fast the methods run, batched and alone",
-            reads=("mnist_eval.csv", "fashion_mnist_test.csv"),
-            external=("performance.csv", "performance_machine.csv", "performance_loops.csv"),
-            writes=False),
-    Chapter("your_method", "your_method.py", "Benchmark your own method",
-            reads=("mnist_eval.csv",), data=("mnist",)),
-)}
+def _table_chapter(spec) -> Chapter:
+    """The chapter of a table (its spec says it all): a notebook several tables share
+    fixes each chapter's dataset as a parameter; one of its own reads its dataset."""
+    shared = sum(s.source == spec.source for s in SPECS.values()) > 1
+    return Chapter(spec.chapter, spec.source, spec.title,
+                   {"dataset": spec.dataset} if shared else {},
+                   reads=SWEEP_READS if spec.sweeps else (),
+                   data=() if shared else (spec.dataset,))
+
+
+def _sweeps_of(specs) -> tuple[str, ...]:
+    return tuple(r.format(chapter=s.chapter, profile="{profile}") for r in SWEEP_READS
+                 for s in specs if s.sweeps)
+
+
+def _chapters() -> dict[str, Chapter]:
+    c3lt = specs_of("c3lt")
+    own = [f"{s.chapter}.csv" for s in c3lt]
+    book = [
+        Chapter("cross_dataset", "cross_dataset.py", "How the methods rank on the two datasets",
+                # the C3LT chapters and their sweeps: the ranks of the seed means, as the
+                # chapters show them
+                reads=(*own, *_sweeps_of(c3lt)), writes=False),
+        Chapter("performance", "performance.py", "How fast the methods run, batched and alone",
+                reads=tuple(own), external=("performance.csv", "performance_machine.csv",
+                                            "performance_loops.csv"), writes=False),
+        Chapter("your_method", "your_method.py", "Benchmark your own method",
+                reads=(f"{get_spec('c3lt-mnist').chapter}.csv",), data=("mnist",)),
+    ]
+    chapters = [_table_chapter(s) for s in SPECS.values()] + book
+    toc = (PROJECT_ROOT / "_toc.yml").read_text() if (PROJECT_ROOT / "_toc.yml").exists() else ""
+
+    def position(c: Chapter) -> int:
+        at = toc.find(f"book/chapters/{c.name}\n")
+        return at if at >= 0 else len(toc) + 1
+
+    return {c.name: c for c in sorted(chapters, key=position)}
+
+
+#: every chapter of the book, in the book's order (``_toc.yml``; a chapter comes after those
+#: it reads): a chapter of each table (:mod:`cflib.bench.tables.registry`), then the book's
+#: own pages
+CHAPTERS: dict[str, Chapter] = _chapters()
 
 
 def get_chapter(name: str) -> Chapter:
@@ -177,6 +197,15 @@ def _convert(p: Param, value):
                      f"{type(value).__name__} {value!r}")
 
 
+def _dataset(values: dict, chapter: Chapter | None) -> str:
+    """The dataset a chapter's parameters are about (its own, or the one it reads)."""
+    if values.get("dataset"):
+        return values["dataset"]
+    if chapter is not None and (chapter.fixed.get("dataset") or chapter.data):
+        return chapter.fixed.get("dataset") or chapter.data[0]
+    return "mnist"
+
+
 def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> None:
     """Ranges and names of the parameters the chapters share."""
     if name == "profile" and value not in PROFILES:
@@ -205,16 +234,17 @@ def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> Non
         if not value:
             raise ValueError("pairs must name at least one pair, e.g. ['4->9'], or be None")
         for pr in value:
-            catalog.check_pair(parse_pair(pr), 10)
+            check_pair(pr, n_classes(_dataset(values, chapter)))
+    spec = spec_of_chapter(chapter.name) if chapter is not None else None
     if name == "methods" and value is not None:
         if not value:
             raise ValueError("methods must name at least one method, or be None")
-        if chapter is not None and chapter.source == "fashion_mnist_quant.py":
-            check_recipes(value)          # the compression recipes, not explainers
-        else:
-            catalog.check_methods(value)
-    if name == "target" and not 0 <= value <= 9:
-        raise ValueError(f"target must be a class in 0..9, got {value}")
+        # the table's own names: the catalog's explainers, or the compression recipes
+        (spec.check_methods if spec is not None else catalog.check_methods)(value)
+    if name == "target":
+        k = n_classes(_dataset(values, chapter))
+        if not 0 <= value < k:
+            raise ValueError(f"target must be a class in 0..{k - 1}, got {value}")
     if name == "results_dir" and value is not None:
         if not str(value).strip():
             raise ValueError("results_dir must name a folder (or be None for the run's own)")
@@ -222,36 +252,25 @@ def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> Non
     if name == "results_name" and value is not None:
         check_results_name(value)
     if name == "models" and value is not None:
-        bad = [s for s in value if s not in MODELS]
-        if bad or not value:
-            raise ValueError(f"unknown model(s) {bad}; choose from {list(MODELS)}")
-
-
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+        models = spec.models if spec is not None else ()
+        if not value:
+            raise ValueError(f"models must name at least one of {list(models)}")
+        for m in value:
+            if m not in models:
+                raise unknown_name("model", m, models)
 
 
 def check_results_name(name: str) -> str:
-    """A results file's name: a plain name (letters, digits, ``_ . -``; no folder, no
-    ``..``), so that it resolves inside the run's own folder and nowhere else."""
-    if not isinstance(name, str) or not _PLAIN_NAME.fullmatch(name) or ".." in name:
-        raise ValueError(f"results_name must be a plain file name (letters, digits, _ . -; no "
-                         f"folder and no '..'), got {name!r}")
-    return name
+    """A results file's name: a plain name (:func:`cflib.bench.folders.check_name`)."""
+    return check_name(name, "results_name")
 
 
 def check_results_dir(folder) -> Path:
-    """A user's results folder: anywhere but inside the book's committed results or
-    chapters (only the book's own run writes there)."""
-    p = Path(str(folder)).expanduser()
-    p = (p if p.is_absolute() else PROJECT_ROOT / p).resolve()
-    for committed in (RESULTS_DIR, PROJECT_ROOT / "book"):
-        c = committed.resolve()
-        if p == c or c in p.parents:
-            raise ValueError(f"results_dir {str(folder)!r} is inside the book's committed "
-                             f"{c.relative_to(PROJECT_ROOT.resolve())}/, which only the book's "
-                             "own run writes; choose a folder of your own (or leave it None: "
-                             "the run writes under _build/runs/)")
-    return p
+    """A user's results folder (:func:`cflib.bench.folders.check_output_dir`; a relative
+    one against the current folder, as the shell means it: a chapter's kernel runs in
+    the project)."""
+    return check_output_dir(folder, "results_dir", "leave it None: the run writes under "
+                            "_build/runs/")
 
 
 def check(chapter: str | Chapter, given: dict, source=None) -> dict:

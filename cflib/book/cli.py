@@ -314,16 +314,6 @@ def bench(args) -> None:
     except (ValueError, TypeError, FileNotFoundError) as err:
         notes = "".join(f" {n}" for n in getattr(err, "__notes__", []))
         raise SystemExit(f"cflib bench: {err}{notes}") from None
-    if args.out is None:        # where the user is, never inside the library's clone
-        import dataclasses
-
-        from cflib.bench.compare import check_out
-
-        try:
-            plan = dataclasses.replace(
-                plan, out=check_out(Path.cwd() / "cflib-bench" / Path(plan.out).name))
-        except ValueError as err:
-            raise SystemExit(f"cflib bench: {err}; pass --out") from None
     from filelock import FileLock, Timeout
 
     out = Path(plan.out)

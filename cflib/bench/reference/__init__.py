@@ -57,6 +57,12 @@ def load_reported(table: str | None = None, dataset: str | None = None,
     return df.reset_index(drop=True)
 
 
+def reported_rows(table: str) -> list[str]:
+    """The rows the paper's table reports, in its order (the C3LT table: Original Data,
+    Adv. Attack, CEM, CVE, ExpGAN, C3LT)."""
+    return list(dict.fromkeys(load_reported(table)["method"]))
+
+
 def reported_on_our_scale(table: str, dataset: str | None = None) -> pd.DataFrame:
     """Reported values renamed to our metric names and divided back to our scale."""
     df = load_reported(table, dataset).copy()

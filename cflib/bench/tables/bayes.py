@@ -55,13 +55,21 @@ from torch import nn
 
 from cflib.bench import catalog, zoo
 from cflib.bench.choices import IM_CLASS_AE
-from cflib.bench.data import CLASS_NAMES, canonical_dataset, check_data, load_split
+from cflib.bench.data import CLASS_NAMES, canonical_dataset, check_data, load_split, n_classes
 from cflib.bench.profiles import normalised
 from cflib.bench.results import CLASSIFIER, Run, tidy
-from cflib.bench.runner import Explained, Table, evaluate, explained, state_key, tensor_digest
+from cflib.bench.runner import (
+    Explained,
+    RunArgs,
+    evaluate,
+    explained,
+    state_key,
+    tensor_digest,
+)
 from cflib.bench.runner import shape_checks as _shape_checks
 from cflib.bench.runner import summarise as _summarise
 from cflib.bench.seeds import Seeds
+from cflib.bench.tables.registry import TableSpec, register_table
 from cflib.cache import fingerprint, networks_table, networks_used
 from cflib.explainers import Counterfactuals
 from cflib.explainers._posterior import posterior_probs
@@ -90,6 +98,7 @@ from cflib.metrics.robustness import (
     robustness_ratio,
     validity_under_perturbation,
 )
+from cflib.names import unknown_name
 from cflib.scopes import frozen
 from cflib.tensors import check_device
 
@@ -236,15 +245,14 @@ ABLATION_METRICS = (IM1, IMPLAUSIBILITY, VALIDITY_FRESH, VALIDITY_PER_DRAW, CONF
                     L1, L0, SECONDS_PER_CF)
 
 
-BAYES_TABLE = Table("bayes", tuple(BAYES_METHODS), BAYES_METRICS)
-
-
 def check_models(models) -> list[str]:
     """The Bayesian classifiers to run (names of :data:`MODELS`)."""
     models = [models] if isinstance(models, str) else list(models)
-    bad = [m for m in models if m not in MODELS]
-    if bad or not models:
-        raise ValueError(f"unknown model(s) {bad}; choose from {list(MODELS)}")
+    if not models:
+        raise ValueError(f"models must name at least one of {list(MODELS)}")
+    for m in models:
+        if m not in MODELS:
+            raise unknown_name("model", m, MODELS)
     return models
 
 
@@ -296,7 +304,7 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
            for c in range(len(CLASS_NAMES[dataset]))}
     judges = {n: m for n, (m, _) in zoo.judges(dataset, prof, seeds.train, device).items()}
     x_test, y_test = load_split(dataset, "test")
-    real = {c: x_test[y_test == c][:MAX_REAL] for c in range(10)}
+    real = {c: x_test[y_test == c][:MAX_REAL] for c in range(n_classes(dataset))}
     rows_of = [*[m for m in BAYES_REFERENCES if m not in methods], *methods]
     explainers = {m: catalog.build(m, clf, dataset=dataset, profile=prof, seeds=seeds)
                   for m in rows_of}
@@ -318,7 +326,7 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
             ctx = BayesContext(cf, y, aes, clf, x_train, y_train, n_perturbations, qs,
                                seeds("bayes_fresh", r), tuple(scales), judges, real)
             rows += [{**base, "method": m, "metric": k, "value": v, "repeat": r}
-                     for k, v in evaluate(ctx, BAYES_TABLE.metrics).items()]
+                     for k, v in evaluate(ctx, BAYES_METRICS).items()]
             cfs["curves"] += [{"model": model, "method": m, "repeat": r, "scale": sc,
                                "validity": v} for sc, v in ctx.curve.items()]
             cfs[m].append(cf.cpu())
@@ -345,7 +353,7 @@ def psce_class_autoencoders(dataset: str, profile, seeds: Seeds, device="cpu") -
 
     s = train_seed("psce_class_ae", seeds.train)
     return {c: zoo.autoencoder(dataset, c, profile, s, device=device, arch=PSCE_CLASS_AE)[0]
-            for c in range(10)}
+            for c in range(n_classes(dataset))}
 
 
 def psce_variants(clf, dataset: str, profile, seeds: Seeds, device="cpu") -> dict:
@@ -427,16 +435,14 @@ class BayesRun(Run):
         return acc.set_index("model")["value"]
 
 
-@normalised
-def run_bayesian_table(dataset: str = "mnist", models=tuple(MODELS), profile="standard",
-                       seeds: Seeds = Seeds(), device="cpu", methods=BAYES_METHODS,
-                       n_perturbations: int = 20, scales=DEFAULT_SCALES) -> BayesRun:
-    """Run :func:`run_bayesian` for every Bayesian classifier; returns a :class:`BayesRun`.
-    The device, the arguments and the data files are checked before any network is loaded."""
-    models = check_models(models)
-    methods = catalog.check_methods(methods)
-    prof = profile
-    check_data([dataset])
+def run_bayesian_table(args: RunArgs, n_perturbations: int = 20,
+                       scales=DEFAULT_SCALES) -> BayesRun:
+    """Run :func:`run_bayesian` for every Bayesian classifier of ``args`` (checked by the
+    table's spec and trusted here: the classifiers, methods, profile, seeds, device; the
+    queries per repeat are the profile's, which the spec sets from ``n_images``); returns a
+    :class:`BayesRun`."""
+    dataset, prof, seeds, device = args.dataset, args.profile, args.seeds, args.device
+    models, methods = list(args.models), list(args.methods)
     rows, cfs, curves = [], {}, []
     first_network = len(networks_used())
     for m in models:
@@ -467,3 +473,55 @@ def shape_checks(summary: pd.DataFrame) -> pd.DataFrame:
     main = summary[summary["variant"] == ""] if "variant" in summary.columns else summary
     return _shape_checks(main.rename(columns={"mean": "value"}), "bayes", by=["model"],
                          candidates=BAYES_METHODS)
+
+
+# -- the table's spec ------------------------------------------------------------------------
+def _main(rows: pd.DataFrame) -> pd.DataFrame:
+    s = summarise(rows)
+    return s[s["variant"] == ""]
+
+
+def _means(rows: pd.DataFrame) -> pd.DataFrame:
+    return _main(rows).rename(columns={"mean": "value"})[["method", "metric", "value"]]
+
+
+def _intervals(run, model: str = "") -> pd.DataFrame:
+    from cflib.bench.intervals import repeat_intervals
+
+    s = _main(run.results)
+    return repeat_intervals(s[s["model"] == model] if model else s)
+
+
+def _stand_in(model: str = "mc_dropout"):
+    from cflib.models.bayesian import BayesByBackpropCNN, MCDropoutCNN
+
+    if model == "mc_dropout":
+        return MCDropoutCNN(p=0.5, n_samples=2, sample_seed=0).eval()
+    return BayesByBackpropCNN(prior_sigma=0.1, rho_init=-5.0, n_samples=2,
+                              sample_seed=0).eval()
+
+
+def _check_args(args: RunArgs) -> RunArgs:
+    """The queries per repeat: the profile's, or ``n_images`` set into it."""
+    from dataclasses import replace
+
+    from cflib.bench.profiles import get_profile
+
+    if args.n_images is None:
+        return args
+    return replace(args, profile=get_profile(args.profile, bayes={"n_images": args.n_images}))
+
+
+BAYES = register_table(TableSpec(
+    key="bayes", kind="bayes", chapter="mnist_bayesian", source="mnist_bayesian.py",
+    dataset="mnist", title="Counterfactuals under Bayesian classifiers on MNIST",
+    label="Bayesian classifiers, MNIST", template="mnist_bayesian",
+    methods=tuple([*BAYES_REFERENCES, *BAYES_METHODS]), references=tuple(BAYES_REFERENCES),
+    metrics=tuple(BAYES_METRICS), per_pair=False, validity="Validity_fresh",
+    run=run_bayesian_table, load=BayesRun.load, means=_means,
+    checks=lambda rows: shape_checks(summarise(rows)), intervals=_intervals,
+    counterfactuals=lambda run, model="mc_dropout": run.counterfactuals[model],
+    stand_in=_stand_in, n_images=lambda prof: prof.bayes.n_images,
+    check_methods=catalog.check_methods, check_args=_check_args, models=tuple(MODELS),
+    model_titles={"mc_dropout": "MC dropout", "bnn": "BNN"}, check_by=("model",),
+    scope="mean ± sd over the repeats"))[0]

@@ -3,7 +3,7 @@
 :func:`run_c3lt_table` builds every method of the table from the catalog
 (:mod:`cflib.bench.catalog`) for each class pair, explains the same query images
 with each, and scores every counterfactual with the table's metric specs
-(:data:`C3LT_TABLE`).  The result is the tidy table of :mod:`cflib.bench.results`,
+(:data:`SCORED`).  The result is the tidy table of :mod:`cflib.bench.results`,
 with the mean over pairs as ``aggregate = "mean over pairs"``.
 """
 from __future__ import annotations
@@ -17,17 +17,12 @@ import torch
 from torch import nn
 
 from cflib.bench import catalog, zoo
-from cflib.bench.data import (
-    CF_PAIRS,
-    check_data,
-    class_subset,
-    load_split,
-    pair_label,
-)
+from cflib.bench.data import DATASET_TITLES, class_subset, load_split, pair_label
 from cflib.bench.profiles import normalised
-from cflib.bench.results import CLASSIFIER, Run, tidy, with_pair_means
-from cflib.bench.runner import Explained, Table, evaluate, explained, tensor_digest
+from cflib.bench.results import CLASSIFIER, Run, table_means, tidy, with_pair_means
+from cflib.bench.runner import Explained, RunArgs, evaluate, explained, shape_checks, tensor_digest
 from cflib.bench.seeds import Seeds
+from cflib.bench.tables.registry import TableSpec, register_table
 from cflib.cache import fingerprint, networks_table, networks_used
 from cflib.explainers import Counterfactuals
 from cflib.metrics import (
@@ -77,8 +72,6 @@ CONFOUNDED_RATIO = 0.8
 FIGURE_QUERIES = 4
 #: counterfactuals saved for the first pair: the query-dependence figure's rows
 QUERY_FIGURE_QUERIES = 10
-#: the rows the paper reports
-PAPER_METHODS = ["Original Data", "Adv. Attack", "CEM", "CVE", "ExpGAN", "C3LT"]
 
 
 @dataclass
@@ -163,8 +156,8 @@ BUDGET_FRACTION = register(MetricSpec(
     "the share of the published optimisation the row received: C3LT's sum of learning "
     "rate x updates over the public code's (201 epochs at batch 128), CEM's iterations x "
     "rounds of c over the paper's 1000 x 10"))[0]
-C3LT_TABLE = Table("c3lt", tuple(C3LT_METHODS),
-                   C3LT_METRICS + CVE_METRICS + (PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET))
+#: every metric a run of the table scores (the table's, CVE's own and the reconstruction's)
+SCORED = C3LT_METRICS + CVE_METRICS + (PROXIMITY_TO_RECONSTRUCTION, N_ALREADY_TARGET)
 #: the paper's CEM budget (Dhurandhar et al. 2018's reference code): iterations x c-steps
 CEM_PAPER_BUDGET = 1000 * 10
 
@@ -321,21 +314,17 @@ def _explained(method: str, variant: str, models: EvalModels, dataset: str, prof
     return explained("c3lt", key, compute)
 
 
-@normalised
-def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="standard",
-                   seeds: Seeds = Seeds(), device="cpu", n_images: int | None = None) -> C3LTRun:
+def run_c3lt_table(args: RunArgs) -> C3LTRun:
     """Run the methods of the C3LT table on each class pair and score every metric.
 
-    Query images: ``n_images`` (default: the profile's) test images of the query class,
-    drawn with the data seed; the networks are the training seed's.  Returns a
-    :class:`C3LTRun`.  The device, the arguments and the data files are checked first,
-    before any network is loaded or trained.
-    """
-    prof = profile
-    pairs = [catalog.check_pair(p, 10) for p in (pairs or CF_PAIRS[dataset])]
-    methods = catalog.check_methods(methods or C3LT_METHODS)
-    check_data([dataset])
-    n_images = n_images if n_images is not None else prof.c3lt.n_images
+    ``args`` (checked by the table's spec, :meth:`~cflib.bench.tables.registry.TableSpec.
+    args`, and trusted here): the dataset, pairs, methods, profile, seeds, device and
+    queries per pair (None: the profile's ``n_images`` test images of the query class,
+    drawn with the data seed; the networks are the training seed's).  Returns a
+    :class:`C3LTRun`."""
+    dataset, prof, seeds, device = args.dataset, args.profile, args.seeds, args.device
+    pairs, methods = list(args.pairs), list(args.methods)
+    n_images = args.n_images if args.n_images is not None else prof.c3lt.n_images
     classes = [c for p in pairs for c in p]
     first_network = len(networks_used())
     models = load_eval_models(dataset, classes, prof, seeds.train, device)
@@ -364,7 +353,7 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
                               device)
             cf = step.cf
             ctx = PairContext(cf, q, t, models, reference, prof.c3lt.aupc_steps, seeds("kid"))
-            values = evaluate(ctx, C3LT_TABLE.metrics)
+            values = evaluate(ctx, SCORED)
             rows += [{**common, "pair": label, "method": method, "variant": variant,
                       "metric": k, "value": v} for k, v in values.items()]
             prox[(method, variant)] = values["Proximity"]
@@ -388,3 +377,42 @@ def run_c3lt_table(dataset: str = "mnist", pairs=None, methods=None, profile="st
     hist = pd.DataFrame([{"pair": k, **h} for k, hs in training.items() for h in hs])
     return C3LTRun(tidy(df), cfs, curves, models, hist, judges_table(models),
                     networks_table(networks_used(first_network)))
+
+
+# -- the table's spec: one per dataset -------------------------------------------------------
+def _means(rows: pd.DataFrame) -> pd.DataFrame:
+    return table_means(rows)[["method", "metric", "value"]].reset_index(drop=True)
+
+
+def _checks(rows: pd.DataFrame) -> pd.DataFrame:
+    return shape_checks(table_means(rows), "c3lt")
+
+
+def _intervals(run, model: str = "") -> pd.DataFrame:
+    from cflib.bench.intervals import bootstrap, per_query
+
+    return bootstrap(per_query(run))
+
+
+def _stand_in(model: str = ""):
+    from cflib.models import C3LTClassifier
+
+    return C3LTClassifier().eval()
+
+
+def _spec(dataset: str, chapter: str, title: str) -> TableSpec:
+    return TableSpec(
+        key=f"c3lt-{dataset}", kind="c3lt", chapter=chapter, source="c3lt_table.py",
+        dataset=dataset, title=f"Counterfactuals on {DATASET_TITLES[dataset]}: the C3LT table",
+        label=title, template="c3lt_table", methods=tuple(C3LT_METHODS),
+        references=("Original Data", "Query (unchanged)"), metrics=tuple(C3LT_METRICS),
+        per_pair=True, validity="Validity", run=run_c3lt_table, load=C3LTRun.load,
+        means=_means, checks=_checks, intervals=_intervals,
+        counterfactuals=lambda run, model="": run.counterfactuals, stand_in=_stand_in,
+        n_images=lambda prof: prof.c3lt.n_images, check_methods=catalog.check_methods,
+        sweeps=True, page_metrics=tuple(FULL_TABLE_METRICS), redraw_ratio=CONFOUNDED_RATIO)
+
+
+C3LT_MNIST, C3LT_FMNIST = register_table(_spec("mnist", "mnist_eval", "C3LT table, MNIST"),
+                                         _spec("fmnist", "fashion_mnist_test",
+                                               "C3LT table, Fashion-MNIST"))

@@ -43,13 +43,14 @@ import torch
 from torch import nn
 
 from cflib.bench import zoo
-from cflib.bench.data import check_data, load_split
+from cflib.bench.data import load_split, n_classes
 from cflib.bench.profiles import normalised
-from cflib.bench.results import Run, tidy
-from cflib.bench.runner import Table, evaluate
+from cflib.bench.results import CLASSIFIER, Run, tidy
+from cflib.bench.runner import RunArgs, evaluate
 from cflib.bench.runner import shape_checks as _shape_checks
 from cflib.bench.runner import summarise as _summarise
 from cflib.bench.seeds import Seeds
+from cflib.bench.tables.registry import TableSpec, register_table
 from cflib.explainers import Counterfactuals
 from cflib.explainers.latent import LatentRecourse, LatentRecourseConfig
 from cflib.metrics import recourse as rm
@@ -91,7 +92,7 @@ from cflib.metrics.spec import MetricSpec, register
 from cflib.names import unknown_name
 from cflib.quantization.fake import check_bits
 from cflib.quantization.recipes import RECIPES, magnitude_prune
-from cflib.tensors import check_class, check_device, logits_on
+from cflib.tensors import check_class, logits_on
 
 log = logging.getLogger("cflib")
 
@@ -209,7 +210,6 @@ QUANT_METRICS = (
     TRAIN_SECONDS, TEACHER_SUCCESS, SPARSITY, MEDIAN_DELTA, N_QUERIES, N_FP_FEASIBLE,
     N_FP_INFEASIBLE, N_BOTH_FEASIBLE, N_ALREADY_TARGET, *CLASS_ACCURACY,
 )
-QUANT_TABLE = Table(TABLE, tuple(QUANT_ROWS), QUANT_METRICS)
 #: what each kind of row carries
 FP32_METRICS = (MODEL_ACCURACY, FP_FEASIBLE, MEDIAN_DELTA, TRAIN_SECONDS, N_QUERIES, N_FP_FEASIBLE,
                 N_ALREADY_TARGET, *FA_METRICS, *CLASS_ACCURACY)
@@ -288,29 +288,30 @@ def solver_config(profile, **overrides) -> LatentRecourseConfig:
                                    **overrides})
 
 
-@normalised
-def check_arguments(dataset, profile, train_seeds, data_seed, device, methods, target):
-    """Every argument of :func:`run_quant_table` checked, before anything is trained:
-    ``(dataset, profile, train_seeds, data_seed, device, methods, target)`` normalised.
-    The device comes first (:func:`cflib.tensors.check_device`), the data files
-    (:func:`cflib.bench.data.check_data`) before the first one is read."""
-    dev = check_device(device)
-    prof = profile
-    methods = check_methods(methods)
-    t = check_class(target, 10, "target")
-    train_seeds = check_train_seeds(train_seeds, prof.quant.n_seeds)
-    Seeds(train=0, data=data_seed)
-    for m in set(methods) | {BASELINE}:
+def _check_args(args: RunArgs) -> RunArgs:
+    """What the quantization table checks beyond the common arguments, before anything
+    is trained: the target class, the training seeds (default: the profile's
+    ``quant.n_seeds`` from the run's training seed), each recipe's config at this profile,
+    the solver and the sweep's bits, the data files, each seed's training pool and the
+    queries."""
+    prof, data_seed = args.profile, args.seeds.data
+    t = check_class(DEFAULT_TARGET if args.target is None else args.target,
+                    n_classes(args.dataset), "target")
+    first = args.seeds.train
+    train_seeds = check_train_seeds(list(range(first, first + prof.quant.n_seeds))
+                                    if args.train_seeds is None else list(args.train_seeds),
+                                    prof.quant.n_seeds)
+    for m in set(args.methods) | {BASELINE}:
         zoo.recipe_config(m, prof)
     solver_config(prof)
     for b in prof.quant.sweep_bits:
         check_bits(b, "every quant.sweep_bits entry")
-    check_data([dataset])
     for s in train_seeds:
-        zoo.quant_pool(dataset, prof, s)
-    quant_queries(dataset, prof.quant.n_queries, t, Seeds(data=data_seed)("quant_queries"))
-    false_acceptance_images(dataset, prof.quant.n_fa_images, t, Seeds(data=data_seed)("quant_fa"))
-    return dataset, prof, train_seeds, data_seed, dev, methods, t
+        zoo.quant_pool(args.dataset, prof, s)
+    quant_queries(args.dataset, prof.quant.n_queries, t, Seeds(data=data_seed)("quant_queries"))
+    false_acceptance_images(args.dataset, prof.quant.n_fa_images, t,
+                            Seeds(data=data_seed)("quant_fa"))
+    return replace(args, train_seeds=tuple(train_seeds), target=t)
 
 
 # -- one seed ----------------------------------------------------------------------------------
@@ -411,10 +412,14 @@ class _Seed:
 def run_quant(dataset: str = "fmnist", profile="standard", seeds: Seeds = Seeds(),
               device="cpu", methods=None, target: int = DEFAULT_TARGET) -> "QuantRun":
     """Every row of the table, the check rows, the sweep and the bits for one training
-    seed; returns a :class:`QuantRun` (one seed).  Arguments are checked first."""
-    dataset, prof, _, _, dev, methods, t = check_arguments(
-        dataset, profile, [seeds.train], seeds.data, device, methods, target)
-    return _run_seed(dataset, prof, seeds, dev, methods, t)
+    seed; returns a :class:`QuantRun` (one seed).  Arguments are checked first
+    (:meth:`TableSpec.args` of :data:`QUANT`)."""
+    from cflib.bench.data import canonical_dataset
+
+    if canonical_dataset(dataset) != QUANT.dataset:
+        raise ValueError(f"the quantization table is on {QUANT.dataset}, not {dataset!r}")
+    a = QUANT.args(profile, seeds, device, methods, train_seeds=[seeds.train], target=target)
+    return _run_seed(a.dataset, a.profile, seeds, a.device, list(a.methods), a.target)
 
 
 def _run_seed(dataset, prof, seeds: Seeds, device, methods, t) -> "QuantRun":
@@ -615,17 +620,14 @@ class QuantRun(Run):
                         cat([r.checks for r in runs]))
 
 
-def run_quant_table(dataset: str = "fmnist", profile="standard", train_seeds=None,
-                    data_seed: int = 0, device="cpu", methods=None,
-                    target: int = DEFAULT_TARGET) -> QuantRun:
-    """The chapter: :func:`run_quant` for each training seed (default ``0 ..
-    quant.n_seeds - 1``) with one data seed (the same queries for every training seed),
-    merged.  Every argument (dataset, profile, seeds, device, methods, target, the
-    profile's sizes) is checked before anything is trained."""
-    dataset, prof, train_seeds, data_seed, dev, methods, t = check_arguments(
-        dataset, profile, train_seeds, data_seed, device, methods, target)
-    return QuantRun.merge([_run_seed(dataset, prof, Seeds(train=s, data=data_seed), dev,
-                                     methods, t) for s in train_seeds])
+def run_quant_table(args: RunArgs) -> QuantRun:
+    """The chapter: :func:`run_quant` for each training seed of ``args`` (checked by the
+    table's spec and trusted here) with one data seed (the same queries for every
+    training seed), merged."""
+    return QuantRun.merge([_run_seed(args.dataset, args.profile,
+                                     Seeds(train=s, data=args.seeds.data), args.device,
+                                     list(args.methods), args.target)
+                           for s in args.train_seeds])
 
 
 # -- summaries and the expected shape --------------------------------------------------------
@@ -672,8 +674,41 @@ def shape_checks(run: QuantRun, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataF
                          candidates=[m for m in run.methods if m in RECIPES])
 
 
+# -- the table's spec ------------------------------------------------------------------------
+def _means(rows: pd.DataFrame) -> pd.DataFrame:
+    res = rows[(rows["variant"] == "") & (rows["method"] != CLASSIFIER)]
+    return res.groupby(["method", "metric"], sort=False, as_index=False)["value"].mean()
+
+
+def _intervals(run, model: str = "") -> pd.DataFrame:
+    from cflib.bench.intervals import repeat_intervals
+
+    s = summarise(run.results)
+    s = s[s["variant"] == ""]
+    return repeat_intervals(s)
+
+
+def _stand_in(model: str = ""):
+    from cflib.quantization import QuantSmallCNN
+
+    return QuantSmallCNN().eval()
+
+
+QUANT = register_table(TableSpec(
+    key="quant", kind="quant", chapter="fashion_mnist_quant", source="fashion_mnist_quant.py",
+    dataset="fmnist", title="Recourse under quantization on Fashion-MNIST",
+    label="Recourse under quantization, Fashion-MNIST", template="fashion_mnist_quant",
+    methods=tuple(QUANT_ROWS), references=(FP32,), metrics=tuple(QUANT_METRICS),
+    per_pair=False, validity="VD", run=run_quant_table, load=QuantRun.load, means=_means,
+    checks=shape_checks, intervals=_intervals,
+    counterfactuals=lambda run, model="": {k: r.cf for k, r in run.recourse.items()},
+    stand_in=_stand_in, n_images=lambda prof: prof.quant.n_queries,
+    check_methods=check_methods, check_args=_check_args, run_methods=tuple(RECIPES),
+    bench=False,
+    scope="mean ± sd over the training seeds"))[0]
+
+
 __all__ = ["run_quant", "run_quant_table", "QuantRun", "RowRecourse", "QuantContext",
            "summarise", "shape_checks", "overhead", "check_table", "quant_queries",
            "false_acceptance_images", "reconstruct", "decisions", "RETRAIN",
-           "QUANT_ROWS", "QUANT_METRICS", "QUANT_TABLE", "check_arguments", "check_methods",
-           "check_device", "solver_config"]
+           "QUANT_ROWS", "QUANT_METRICS", "QUANT", "check_methods", "solver_config"]

@@ -1,65 +1,43 @@
-"""What a table of the book is, in one record: :class:`TableSpec`, and the registry of the
-tables a method can be run through (:data:`BENCH_TABLES`).
+"""What a table of the book is, in one record: :class:`TableSpec`, and the one registry
+of them (:data:`SPECS`).
 
 A spec holds everything a consumer needs to know about a table without asking its name:
-its rows (methods and reference rows), its metrics, whether its rows come per class pair
-or per repeat, its runner with one signature (``run(args: RunArgs) -> Run``, the
-arguments normalised once, at the edge, by :meth:`RunArgs.make`), how a saved run is read
-back, how its rows aggregate, which checks its chapter applies, each value's interval
-(:mod:`cflib.bench.intervals`), and the untrained classifier a user's config is first
-built on.  :mod:`cflib.bench.compare` and the bench page look a table up here instead of
-switching on its name; a new table is a new spec (the tests define a synthetic one).
+its chapter (name, notebook, title, the results it reads besides its own), its dataset,
+the paper's table it reproduces (``kind``: ``c3lt``, ``bayes``, ``quant``), its rows
+(methods and reference rows), its metrics, whether its rows come per class pair or per
+repeat, its runner with one signature (``run(args: RunArgs) -> Run``; :meth:`args` checks
+every argument once, at the edge, and the runner trusts what it is given), how a saved
+run is read back, how its rows aggregate, which checks its chapter applies, each value's
+interval (:mod:`cflib.bench.intervals`), the untrained classifier a user's config is first
+built on, and whether a user's method can be run through it (``bench``; one view per
+classifier where a table explains several: :meth:`views`).
 
-This module is above the tables' runners (it imports them); the runners never import it.
+A table module (``cflib/bench/tables/<table>.py``) defines its runner and its spec and
+calls :func:`register_table`; importing :mod:`cflib.bench.tables` imports every module of the
+package, so a new table is one new module.  The book (chapters, README blocks,
+discussions, pages), :mod:`cflib.bench.compare` and the bench page look a table up here
+and never switch on its name.  This module is below the tables' modules: they import it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Callable
 
 import pandas as pd
 
-from cflib.bench.data import CF_PAIRS, canonical_dataset, check_data
-from cflib.bench.profiles import Profile, get_profile
-from cflib.bench.results import CLASSIFIER, table_means, tidy, with_pair_means
-from cflib.bench.seeds import Seeds
-from cflib.bench.tables import bayes, c3lt
-from cflib.tensors import check_device
+from cflib.bench.data import CF_PAIRS, check_data, check_pair, n_classes
+from cflib.bench.profiles import Profile
+from cflib.bench.results import CLASSIFIER, tidy, with_pair_means
+from cflib.bench.runner import RunArgs, as_seeds
+from cflib.names import unknown_name
+
+__all__ = ["RunArgs", "TableSpec", "SPECS", "get_spec", "spec_of_chapter", "spec_of_notebook",
+           "specs_of", "bench_tables", "as_seeds", "register_table"]
 
 
-def as_seeds(seeds) -> Seeds:
-    """``seeds`` as a :class:`Seeds` (an int: the training and the data seed alike); a
-    TypeError for anything else."""
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
-        return Seeds(train=seeds, data=seeds)
-    if not isinstance(seeds, Seeds):
-        raise TypeError(f"seeds must be a Seeds(train=, data=) or an int, got {seeds!r}")
-    return seeds
-
-
-@dataclass(frozen=True)
-class RunArgs:
-    """The arguments of one run of a table, normalised once (:meth:`make`): the dataset
-    (canonical name), the profile (a :class:`~cflib.bench.profiles.Profile`), the seeds,
-    the device (checked), the rows to run, the class pairs (tables with pairs), the
-    classifiers (tables with several) and the queries per pair or repeat (None: the
-    profile's)."""
-
-    dataset: str
-    profile: Profile
-    seeds: Seeds
-    device: str
-    methods: tuple[str, ...]
-    pairs: tuple[tuple[int, int], ...] = ()
-    models: tuple[str, ...] = ()
-    n_images: int | None = None
-
-    @classmethod
-    def make(cls, dataset: str, profile="standard", seeds: Seeds = Seeds(), device="cpu",
-             methods=(), pairs=(), models=(), n_images: int | None = None) -> "RunArgs":
-        check_device(device)
-        return cls(canonical_dataset(dataset), get_profile(profile), as_seeds(seeds), str(device),
-                   tuple(methods), tuple(tuple(p) for p in pairs), tuple(models), n_images)
+def _no_check(args: RunArgs) -> RunArgs:
+    return args
 
 
 @dataclass(frozen=True)
@@ -67,15 +45,25 @@ class TableSpec:
     """One table of the book (see the module docstring).
 
     ``per_pair``: rows per class pair, aggregated as the mean over the pairs run (the C3LT
-    tables), else per repeat (mean ± sd over repeats); ``validity``: the metric a reading
-    quotes as the classifier's validity; ``run(args)``, ``load(folder, name)``: a run and
-    a saved one; ``means(rows)``: each row's value per metric (``method, metric, value``);
+    tables), else per repeat or training seed; ``validity``: the metric a reading quotes
+    as the classifier's validity; ``run(args)``, ``load(folder, name)``: a run and a saved
+    one; ``means(rows)``: each row's value per metric (``method, metric, value``);
     ``checks(rows)``: the chapter's expectations on those rows; ``intervals(run, model)``:
     each value's interval; ``counterfactuals(run, model)``: the saved counterfactuals;
     ``stand_in(model)``: the table's classifier architecture, untrained; ``n_images``: the
-    profile's queries per pair or repeat."""
+    profile's queries per pair or repeat; ``check_methods``: the names its rows may take
+    (the catalog's explainers, or the quantization recipes); ``check_args``: what the
+    table checks beyond the common arguments (a target, training seeds, the profile's
+    sizes); ``models``: the classifiers it explains when several (one bench view each)."""
 
-    name: str
+    key: str
+    kind: str
+    chapter: str
+    source: str
+    dataset: str
+    title: str
+    label: str
+    template: str
     methods: tuple[str, ...]
     references: tuple[str, ...]
     metrics: tuple
@@ -84,16 +72,73 @@ class TableSpec:
     run: Callable[[RunArgs], object]
     load: Callable
     means: Callable[[pd.DataFrame], pd.DataFrame]
-    checks: Callable[[pd.DataFrame], pd.DataFrame]
+    checks: Callable
     intervals: Callable[[object, str], pd.DataFrame]
     counterfactuals: Callable[[object, str], dict]
     stand_in: Callable[[str], object]
     n_images: Callable[[Profile], int]
+    check_methods: Callable
+    check_args: Callable[[RunArgs], RunArgs] = _no_check
+    #: the rows a run computes by default, where not the table's rows (the quantization
+    #: table: its recipes; FP32 is always computed)
+    run_methods: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    model: str = ""
+    model_titles: dict = field(default_factory=dict)
+    bench: bool = True
+    #: does its chapter show the table over several training seeds (a sweep)
+    sweeps: bool = False
+    #: the metrics of the chapter's full table (default: :attr:`metrics`)
+    page_metrics: tuple[str, ...] = ()
+    #: a row moving the query at least this share of what a real image of the target
+    #: moves it redraws rather than edits (tables with such a reference row; else None)
+    redraw_ratio: float | None = None
     check_by: tuple[str, ...] = ()
     scope: str = "mean over the pairs run"
     #: checks that a table's data files are there (before anything is loaded or trained)
     check_data: Callable[[list[str]], None] = check_data
 
+    # -- a run: every argument checked once, here -----------------------------------------
+    def args(self, profile="standard", seeds=0, device="cpu", methods=None, pairs=None,
+             models=None, n_images: int | None = None, **extra) -> RunArgs:
+        """This table's run, every argument checked before anything is loaded: the
+        dataset is the table's own; ``methods`` (default: every row), ``pairs`` (default:
+        the paper's, tables with pairs), ``models`` (default: every classifier, or this
+        view's), ``n_images`` (None: the profile's; at least 1), and what the table adds
+        (:attr:`check_args`)."""
+        a = RunArgs.make(self.dataset, profile, seeds, device, (), (), (), n_images, **extra)
+        if methods is None:
+            methods = self.run_methods or self.methods
+        methods = tuple(self.check_methods(methods))
+        if self.per_pair:
+            k = n_classes(self.dataset)
+            given = CF_PAIRS[self.dataset] if pairs is None else pairs
+            if isinstance(given, str):
+                given = [p.strip() for p in given.split(",") if p.strip()]
+            if not given:
+                raise ValueError("pairs must name at least one pair, e.g. ['4->9'], or be None")
+            pairs = tuple(dict.fromkeys(check_pair(p, k) for p in given))
+        elif pairs:
+            raise ValueError(f"the {self.label} table has no class pairs (a target per "
+                             "query): leave pairs out")
+        else:
+            pairs = ()
+        if models is None:
+            models = (self.model,) if self.model else self.models
+        models = tuple(models)
+        if self.models:
+            if not models:
+                raise ValueError(f"models must name at least one of {list(self.models)}")
+            for m in models:
+                if m not in self.models:
+                    raise unknown_name("model", m, self.models)
+        if n_images is not None and (isinstance(n_images, bool) or not isinstance(n_images, int)
+                                     or n_images < 1):
+            raise ValueError(f"n_images must be a positive int or None, got {n_images!r}")
+        self.check_data([self.dataset])
+        return self.check_args(replace(a, methods=methods, pairs=pairs, models=models))
+
+    # -- what every page quotes -----------------------------------------------------------
     def headline(self, results: pd.DataFrame) -> pd.DataFrame:
         """The table's values as every page quotes them: each row's value per metric over
         the training seeds the results hold (columns ``method, metric, value, sd, n,
@@ -113,6 +158,16 @@ class TableSpec:
         """The metrics a rank is given on: the table's, less wall time and counts."""
         return [s.name for s in self.metrics if not s.timing and s.name != "N_already_target"]
 
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        """The table's class pairs (none for a table without pairs: a target per query)."""
+        return list(CF_PAIRS[self.dataset]) if self.per_pair else []
+
+    @property
+    def results_name(self) -> str:
+        """The chapter's results file (``results/<chapter>.csv``)."""
+        return self.chapter
+
     def own_methods(self) -> list[str]:
         """The chapter's rows but the reference rows."""
         return [m for m in self.methods if m not in self.references]
@@ -128,171 +183,88 @@ class TableSpec:
                               other[other["aggregate"] == ""]], ignore_index=True)
         return tidy(pd.concat([acc, with_pair_means(per_pair)], ignore_index=True))
 
-
-# -- the C3LT table ------------------------------------------------------------------------
-def _c3lt_run(a: RunArgs):
-    return c3lt.run_c3lt_table(a.dataset, list(a.pairs) or None, list(a.methods) or None,
-                               a.profile, a.seeds, a.device, a.n_images)
-
-
-def _c3lt_means(rows: pd.DataFrame) -> pd.DataFrame:
-    return table_means(rows)[["method", "metric", "value"]].reset_index(drop=True)
-
-
-def _c3lt_checks(rows: pd.DataFrame) -> pd.DataFrame:
-    from cflib.bench.runner import shape_checks
-
-    return shape_checks(table_means(rows), "c3lt")
+    def views(self) -> list["TableSpec"]:
+        """What a user's method is compared on: the table, or one view per classifier
+        where it explains several (key ``<kind>-<model>``)."""
+        if not self.models:
+            return [self]
+        return [replace(self, key=f"{self.kind}-{m}", model=m,
+                        label=f"{self.label}: {self.model_titles.get(m, m)}")
+                for m in self.models]
 
 
-def _c3lt_intervals(run, model: str = "") -> pd.DataFrame:
-    from cflib.bench.intervals import bootstrap, per_query
+@lru_cache(maxsize=1)
+def _toc() -> str:
+    from cflib.bench.data import PROJECT_ROOT
 
-    return bootstrap(per_query(run))
-
-
-def _c3lt_stand_in(model: str = ""):
-    from cflib.models import C3LTClassifier
-
-    return C3LTClassifier().eval()
+    toc = PROJECT_ROOT / "_toc.yml"
+    return toc.read_text() if toc.exists() else ""
 
 
-C3LT = TableSpec(
-    "c3lt", tuple(c3lt.C3LT_METHODS), ("Original Data", "Query (unchanged)"),
-    tuple(c3lt.C3LT_METRICS), True, "Validity", _c3lt_run, c3lt.C3LTRun.load, _c3lt_means,
-    _c3lt_checks, _c3lt_intervals, lambda run, model="": run.counterfactuals,
-    _c3lt_stand_in, lambda prof: prof.c3lt.n_images)
+def _book_position(spec: TableSpec) -> int:
+    """Where the table's chapter stands in the book's table of contents (``_toc.yml``;
+    the order of the README blocks, the chapters and the bench's listings)."""
+    text = _toc()
+    at = text.find(f"book/chapters/{spec.chapter}\n")
+    return at if at >= 0 else len(text) + 1
 
 
-# -- the Bayesian table --------------------------------------------------------------------
-def _bayes_run(a: RunArgs):
-    prof = (get_profile(a.profile, bayes={"n_images": a.n_images}) if a.n_images is not None
-            else a.profile)
-    methods = list(a.methods) or list(bayes.BAYES_METHODS)
-    return bayes.run_bayesian_table(a.dataset, list(a.models) or list(bayes.MODELS), prof,
-                                    a.seeds, a.device, methods)
+#: every table of the book, by key, in the book's order (each module registers its own)
+SPECS: dict[str, TableSpec] = {}
 
 
-def _bayes_main(rows: pd.DataFrame) -> pd.DataFrame:
-    s = bayes.summarise(rows)
-    return s[s["variant"] == ""]
+def register_table(*specs: TableSpec) -> tuple[TableSpec, ...]:
+    """Add table specs to :data:`SPECS` (a key or a chapter given twice is an error)."""
+    for s in specs:
+        if s.key in SPECS and SPECS[s.key] is not s:
+            raise ValueError(f"table {s.key!r} is registered twice")
+        clash = [o.key for o in SPECS.values() if o.chapter == s.chapter and o.key != s.key]
+        if clash:
+            raise ValueError(f"chapter {s.chapter!r} already runs the table {clash[0]!r}")
+        SPECS[s.key] = s
+    ordered = sorted(SPECS.values(), key=_book_position)      # the book's order, always
+    SPECS.clear()
+    SPECS.update({s.key: s for s in ordered})
+    return specs
 
 
-def _bayes_means(rows: pd.DataFrame) -> pd.DataFrame:
-    return _bayes_main(rows).rename(columns={"mean": "value"})[["method", "metric", "value"]]
+def _all() -> dict[str, TableSpec]:
+    import cflib.bench.tables  # noqa: F401  (every table module registers its spec)
+
+    return SPECS
 
 
-def _bayes_intervals(run, model: str = "") -> pd.DataFrame:
-    from cflib.bench.intervals import repeat_intervals
-
-    s = _bayes_main(run.results)
-    return repeat_intervals(s[s["model"] == model] if model else s)
-
-
-def _bayes_stand_in(model: str = "mc_dropout"):
-    from cflib.models.bayesian import BayesByBackpropCNN, MCDropoutCNN
-
-    if model == "mc_dropout":
-        return MCDropoutCNN(p=0.5, n_samples=2, sample_seed=0).eval()
-    return BayesByBackpropCNN(prior_sigma=0.1, rho_init=-5.0, n_samples=2,
-                              sample_seed=0).eval()
+def get_spec(key: str) -> TableSpec:
+    """A table by its key; an unknown key names the nearest and lists them all."""
+    specs = _all()
+    if key not in specs:
+        raise unknown_name("table", key, specs)
+    return specs[key]
 
 
-BAYES = TableSpec(
-    "bayes", tuple([*bayes.BAYES_REFERENCES, *bayes.BAYES_METHODS]),
-    tuple(bayes.BAYES_REFERENCES), tuple(bayes.BAYES_METRICS), False, "Validity_fresh",
-    _bayes_run, bayes.BayesRun.load, _bayes_means,
-    lambda rows: bayes.shape_checks(bayes.summarise(rows)), _bayes_intervals,
-    lambda run, model="mc_dropout": run.counterfactuals[model], _bayes_stand_in,
-    lambda prof: prof.bayes.n_images, check_by=("model",),
-    scope="mean ± sd over the repeats")
+def spec_of_chapter(chapter: str) -> TableSpec | None:
+    """The table a chapter runs (None: a chapter that runs no paper's table)."""
+    return next((s for s in _all().values() if s.chapter == chapter), None)
 
 
-#: the specs of the book's tables, by name
-SPECS: dict[str, TableSpec] = {s.name: s for s in (C3LT, BAYES)}
+def spec_of_notebook(source: str, dataset: str | None = None) -> TableSpec:
+    """The table a chapter's notebook runs (a notebook several tables share: the one of
+    ``dataset``)."""
+    from cflib.bench.data import canonical_dataset
+
+    found = [s for s in _all().values() if s.source == source
+             and (dataset is None or s.dataset == canonical_dataset(dataset))]
+    if len(found) != 1:
+        raise ValueError(f"no single table runs notebooks/{source}"
+                         + (f" on {dataset}" if dataset else "") + f" ({len(found)} do)")
+    return found[0]
 
 
-@dataclass(frozen=True)
-class BenchTable:
-    """A table a method can be compared on: its spec, dataset, classifier (``model``, for
-    a table of several; empty otherwise), the book's results file of it (``book_name``.csv,
-    its chapter's name) and title."""
-
-    key: str
-    spec: TableSpec
-    dataset: str
-    model: str
-    book_name: str
-    title: str
-
-    @property
-    def kind(self) -> str:
-        return self.spec.name
-
-    @property
-    def pairs(self) -> list[tuple[int, int]]:
-        """The table's class pairs (none for a table without pairs: a target per query)."""
-        return list(CF_PAIRS[self.dataset]) if self.spec.per_pair else []
-
-    @property
-    def metrics(self):
-        return self.spec.metrics
-
-    @property
-    def ranked(self) -> list[str]:
-        return self.spec.ranked
-
-    def args(self, profile, seeds, device, methods, pairs=(), n_images=None) -> RunArgs:
-        """This table's run of ``methods`` (its classifier among the spec's); the dataset
-        is the table's own, named as its spec knows it."""
-        check_device(device)
-        return RunArgs(self.dataset, get_profile(profile), seeds, str(device), tuple(methods),
-                       tuple(tuple(p) for p in pairs), (self.model,) if self.model else (),
-                       n_images)
+def specs_of(kind: str) -> list[TableSpec]:
+    """The tables of one paper's table (``c3lt``: one per dataset)."""
+    return [s for s in _all().values() if s.kind == kind]
 
 
-@dataclass(frozen=True)
-class ChapterTable:
-    """A chapter of the book that runs a table of a paper: its name (its results file's,
-    ``results/<chapter>.csv``), the table of the papers' numbers it reproduces
-    (:mod:`cflib.bench.reference`: ``c3lt``, ``bayes``, ``quant``), its dataset, its title
-    on the README and the results page, and its discussion template
-    (``book/discussion/<template>.md``)."""
-
-    chapter: str
-    table: str
-    dataset: str
-    title: str
-    template: str
-
-
-#: the chapters that run a paper's table, by chapter name: the one place that names them
-CHAPTER_TABLES: dict[str, ChapterTable] = {c.chapter: c for c in (
-    ChapterTable("mnist_eval", "c3lt", "mnist", "C3LT table, MNIST", "c3lt_table"),
-    ChapterTable("fashion_mnist_test", "c3lt", "fmnist", "C3LT table, Fashion-MNIST",
-                 "c3lt_table"),
-    ChapterTable("mnist_bayesian", "bayes", "mnist", "Bayesian classifiers, MNIST",
-                 "mnist_bayesian"),
-    ChapterTable("fashion_mnist_quant", "quant", "fmnist",
-                 "Recourse under quantization, Fashion-MNIST", "fashion_mnist_quant"),
-)}
-
-
-def chapters_of(table: str) -> list[ChapterTable]:
-    """The chapters that run the papers' table ``table`` (``c3lt``: one per dataset)."""
-    return [c for c in CHAPTER_TABLES.values() if c.table == table]
-
-
-#: the tables of :func:`cflib.bench.compare.compare`, by key
-BENCH_TABLES: dict[str, BenchTable] = {t.key: t for t in (
-    BenchTable("c3lt-mnist", C3LT, "mnist", "", "mnist_eval", "The C3LT table, MNIST"),
-    BenchTable("c3lt-fmnist", C3LT, "fmnist", "", "fashion_mnist_test",
-               "The C3LT table, Fashion-MNIST"),
-    BenchTable("bayes-mc_dropout", BAYES, "mnist", "mc_dropout", "mnist_bayesian",
-               "Bayesian classifiers, MNIST: MC dropout"),
-    BenchTable("bayes-bnn", BAYES, "mnist", "bnn", "mnist_bayesian",
-               "Bayesian classifiers, MNIST: BNN"),
-)}
-
-__all__ = ["RunArgs", "TableSpec", "BenchTable", "SPECS", "BENCH_TABLES", "C3LT", "BAYES",
-           "ChapterTable", "CHAPTER_TABLES", "chapters_of"]
+def bench_tables() -> dict[str, TableSpec]:
+    """The tables a user's method can be run through, by key (a view per classifier)."""
+    return {v.key: v for s in _all().values() if s.bench for v in s.views()}

@@ -23,7 +23,6 @@ import pandas as pd
 
 from cflib.bench.data import PROJECT_ROOT
 from cflib.bench.intervals import N_BOOT, SMALL_SET
-from cflib.bench.tables import c3lt
 from cflib.book.report.display import figure_html, fmt, page_table, verdicts
 from cflib.book.report.figures import plot_bayes_grid, plot_cf_grid
 from cflib.book.report.tables import bayes_table, comparison_table, metrics_table, pair_title
@@ -63,10 +62,10 @@ def _c3lt_grid(tc, n):
 def _bayes_grid(tc, n):
     rows = [tc.method, "Original Data", "Query (unchanged)"]
     return [plot_bayes_grid(tc.counterfactuals, rows, n=n or 6,
-                            title=f"{tc.table.title}: label → target above each query")]
+                            title=f"{tc.table.label}: label → target above each query")]
 
 
-#: how a table of each spec (:data:`cflib.bench.tables.registry.SPECS`) is drawn: its page
+#: how a table of each kind (:attr:`TableSpec.kind`) is drawn: its page
 #: table (the chapter's: ours beside the paper's), its counterfactual grid, what the grid
 #: shows besides the frames, and which rows a "best" of its checks is among
 RENDERERS = {
@@ -89,7 +88,7 @@ PLAIN = (_plain_table, lambda tc, n: [], ".", "")
 
 
 def _renderer(tc):
-    return RENDERERS.get(tc.table.spec.name, PLAIN)
+    return RENDERERS.get(tc.table.kind, PLAIN)
 
 
 def bench_table(tc) -> pd.DataFrame:
@@ -185,7 +184,7 @@ def _reading(tc) -> list[tuple[str, str]]:
                          f"{fmt(mid.loc[m].mean(), 2)} (" + (others or "no other row")
                          + "). A row ranks above another only where their 95 % intervals "
                          "separate; where they overlap, neither is called better.")]
-    valid = tc.table.spec.validity
+    valid = tc.table.validity
     if valid in wide.columns:
         v, real = wide.loc[m, valid], wide[valid].get("Original Data")
         out.append(("Validity", f"The classifier assigns {fmt(100 * v, 3)} % of its "
@@ -196,8 +195,8 @@ def _reading(tc) -> list[tuple[str, str]]:
         ratio = wide.loc[m, "Proximity_vs_real"]
         text = (f"It changes the query {fmt(ratio, 2)} times as much as a different real "
                 "image of the target class does (Original Data's proximity)")
-        if ratio >= c3lt.CONFOUNDED_RATIO:
-            text += (f"; at {fmt(c3lt.CONFOUNDED_RATIO, 2)} or more it redraws the query rather "
+        if ratio >= tc.table.redraw_ratio:
+            text += (f"; at {fmt(tc.table.redraw_ratio, 2)} or more it redraws the query rather "
                      "than edits it, so its realism scores (IM1, IM2, FID, KID) reward the "
                      "redraw")
         out.append(("An edit or a redraw", text + "."))
@@ -250,7 +249,7 @@ def bench_section(tc) -> str:
     """One table of the page: where the rows beside the method come from, the table, the
     ranks, the reading, the grid and the chapter's checks."""
     t, parts = tc.table, []
-    parts.append(f"<h2>{html.escape(t.title)}</h2>")
+    parts.append(f"<h2>{html.escape(t.label)}</h2>")
     acc = tc.results[tc.results["method"] == "Classifier"]["value"]
     if len(acc):
         parts.append(f"<p>The table's classifier reaches {fmt(100 * acc.iloc[0], 4)} % test "
@@ -269,7 +268,7 @@ def bench_section(tc) -> str:
     if tc.book is not None:
         parts.append("<p>The book's rows were timed on the machine of the book's run, yours on "
                      "this one: their Seconds_per_CF do not compare (time is not ranked).</p>")
-    scope = t.spec.scope
+    scope = t.scope
     size = tc.sample_size()
     small = _small_sets(tc)
     here = (f"; rows computed in this run at profile {tc.results['profile'].iloc[0]}: "
@@ -315,8 +314,8 @@ def bench_section(tc) -> str:
         parts.append("<p>None of the table's expectations applies to these rows: they compare "
                      "the papers' methods, and none of them stands beside yours here.</p>")
     else:
-        parts.append(str(verdicts(checks, by=list(t.spec.check_by) or None)))
-    specs = t.spec.metrics
+        parts.append(str(verdicts(checks, by=list(t.check_by) or None)))
+    specs = t.metrics
     parts.append(f"<details><summary>What each metric means</summary>"
                  f"{metrics_table(specs)}</details>")
     return "\n".join(parts)

@@ -35,7 +35,7 @@ import pandas as pd
 from cflib.bench.data import DATASET_TITLES
 from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
-from cflib.bench.tables.registry import CHAPTER_TABLES, chapters_of
+from cflib.bench.tables.registry import SPECS, spec_of_chapter, specs_of
 from cflib.book.chapters import DISCUSSION, get_chapter
 from cflib.book.report.display import fmt
 from cflib.book.spread import read_sweep, seed_means
@@ -244,18 +244,17 @@ class Readings:
         Fashion-MNIST, change), from the two C3LT chapters' results as
         :func:`readings_for` read them (the means over their training seeds where this
         page declares their sweep among its reads, as its heatmaps)."""
-        from cflib.bench.tables.c3lt import C3LT_METRICS
         from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
 
-        frames = {DATASET_TITLES[c.dataset]: self.extra[c.chapter] for c in chapters_of("c3lt")
+        frames = {DATASET_TITLES[c.dataset]: self.extra[c.chapter] for c in specs_of("c3lt")
                   if c.chapter in self.extra}
-        return rank_summary(rank_methods(frames, [s.name for s in C3LT_METRICS],
+        return rank_summary(rank_methods(frames, [s.name for s in specs_of("c3lt")[0].metrics],
                                          paper_rows("c3lt")))
 
     def frame(self, name: str) -> "Readings":
         """Readings of another chapter's results read beside this one (cross-dataset)."""
-        c = CHAPTER_TABLES[name]
-        return Readings(self.extra[name], c.table, c.dataset)
+        c = spec_of_chapter(name)
+        return Readings(self.extra[name], c.kind, c.dataset)
 
     def rv(self, method: str, metric: str, repeat: int, model: str = "",
            variant: str = "") -> float:
@@ -345,7 +344,6 @@ def render(template: str, readings: Readings, **context) -> str:
               "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
               "like_explained")}
     from cflib.bench.profiles import PROFILES
-    from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
     from cflib.book.report.tables import REFERENCE_ROWS, same_generator
 
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
@@ -384,7 +382,7 @@ def render(template: str, readings: Readings, **context) -> str:
                "validation_pair": f"{vp[0]}→{vp[1]}" if vp else "", **context}
     return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
                                              math=math, profile=profile, kendall=kendall_tau,
-                                             confounded_ratio=CONFOUNDED_RATIO,
+                                             confounded_ratio=specs_of("c3lt")[0].redraw_ratio,
                                              reference_rows=list(REFERENCE_ROWS),
                                              same_generator=same_generator,
                                              **names, **context)
@@ -394,7 +392,7 @@ def readings_for(chapter: str, results_dir) -> Readings:
     """The readings of a chapter's results folder (its sweep too, where one exists)."""
     ch = get_chapter(chapter)
     results_dir = Path(results_dir)
-    spec = DISCUSSIONS.get(ch.name)
+    spec = discussions().get(ch.name)
     if spec is None:
         raise ValueError(f"chapter {chapter!r} has no discussion template")
     table, dataset, name, _ = spec
@@ -410,7 +408,7 @@ def readings_for(chapter: str, results_dir) -> Readings:
     tuning = results_dir / "tuning"
     extra = {"tuning_dir": tuning if tuning.exists() else TUNING_DIR}
     # the other chapters' results this chapter reads (cross_dataset: both C3LT chapters')
-    for other in CHAPTER_TABLES:
+    for other in (s.chapter for s in SPECS.values()):
         if f"{other}.csv" in ch.reads and (results_dir / f"{other}.csv").exists():
             own = read_results(results_dir / f"{other}.csv")
             other_profile = str(own["profile"].iloc[0])
@@ -439,19 +437,22 @@ def read_results_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 #: the chapter that ranks the methods on both C3LT chapters' results
 CROSS_DATASET = "cross_dataset"
-#: chapter -> (reference table, dataset, results file, template) of its discussion; the
-#: template is ``book/discussion/<template>.md`` (the two C3LT chapters share one)
-DISCUSSIONS = {
-    **{c.chapter: (c.table, c.dataset, c.chapter, c.template) for c in CHAPTER_TABLES.values()},
-    # the chapter that reads both C3LT chapters: its own template, the first one's file
-    CROSS_DATASET: ("c3lt", chapters_of("c3lt")[0].dataset, chapters_of("c3lt")[0].chapter,
-                    CROSS_DATASET),
-}
+
+
+def discussions() -> dict[str, tuple[str, str, str, str]]:
+    """chapter -> (reference table, dataset, results file, template) of its discussion:
+    every table's (the template is ``book/discussion/<template>.md``; the two C3LT chapters
+    share one), and the cross-dataset chapter's (its own template, the first C3LT
+    chapter's file)."""
+    out = {s.chapter: (s.kind, s.dataset, s.chapter, s.template) for s in SPECS.values()}
+    first = specs_of("c3lt")[0]
+    out[CROSS_DATASET] = ("c3lt", first.dataset, first.chapter, CROSS_DATASET)
+    return out
 
 
 def template_path(chapter: str, page_dir=None) -> Path:
     """The discussion template of a chapter (which may not exist)."""
-    spec = DISCUSSIONS.get(chapter)
+    spec = discussions().get(chapter)
     return Path(page_dir or DISCUSSION) / f"{spec[3] if spec else chapter}.md"
 
 

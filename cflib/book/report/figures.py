@@ -34,9 +34,9 @@ def use_book_style() -> None:
 
 def _all_methods() -> list[str]:
     from cflib.bench.catalog import CATALOG
-    from cflib.bench.tables.quant import QUANT_ROWS
+    from cflib.bench.tables.registry import specs_of
 
-    return list(dict.fromkeys([*CATALOG, *QUANT_ROWS]))
+    return list(dict.fromkeys([*CATALOG, *(m for s in specs_of("quant") for m in s.methods)]))
 
 
 _MARKERS = "osD^vP*Xhp<>"

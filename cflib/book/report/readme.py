@@ -19,8 +19,7 @@ import pandas as pd
 from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT
 from cflib.bench.reference import reported_value
 from cflib.bench.results import CLASSIFIER, read_results, table_means
-from cflib.bench.tables.c3lt import FULL_TABLE_METRICS
-from cflib.bench.tables.registry import CHAPTER_TABLES, chapters_of
+from cflib.bench.tables.registry import SPECS, spec_of_chapter
 from cflib.book.chapters import BOOK_RUN, CHAPTER_DIR, CHAPTERS
 from cflib.book.report.discussion import f as num
 from cflib.book.report.discussion import pct
@@ -66,7 +65,7 @@ def markdown_spread(table: pd.DataFrame, digits: int = 3) -> str:
 
 
 def _c3lt_block(df: pd.DataFrame, dataset: str, name: str, results_dir) -> Block:
-    metrics = list(FULL_TABLE_METRICS)
+    metrics = list(spec_of_chapter(name).page_metrics)
     methods = list(dict.fromkeys(df.loc[df["method"] != CLASSIFIER, "method"]))
     profile = df["profile"].iloc[0]
     merged, _ = read_sweep(name, profile, root=Path(results_dir) / "sweep", own=df)
@@ -147,18 +146,29 @@ def _quant_block(df: pd.DataFrame) -> list[Block]:
              quant_table(df), markdown_quant)]
 
 
-def _block(c):
-    """How the headline block of chapter table ``c`` is made (from its results file and
-    the results folder)."""
-    if c.table == "c3lt":
-        return lambda df, d: [_c3lt_block(df, c.dataset, c.chapter, d)]
-    return {"bayes": lambda df, d: _bayes_blocks(df),
-            "quant": lambda df, d: _quant_block(df)}[c.table]
+def _plain_block(spec):
+    """The headline block of a table without a maker of its own: each row's value per
+    metric (:meth:`TableSpec.headline`)."""
+    def block(df, d):
+        head = spec.headline(df).pivot_table(index="method", columns="metric", values="value",
+                                             sort=False)
+        return [(f"**{spec.label}**, profile `{df['profile'].iloc[0]}`:", head, markdown)]
+    return block
 
 
-#: results file -> how its headline block is made, for every chapter that runs a paper's
-#: table (:data:`cflib.bench.tables.registry.CHAPTER_TABLES`)
-BLOCKS = {name: _block(c) for name, c in CHAPTER_TABLES.items()}
+#: how the headline block of each kind of table is made (from its results file and the
+#: results folder); a table of another kind gets :func:`_plain_block`
+BLOCK_MAKERS = {
+    "c3lt": lambda spec: lambda df, d: [_c3lt_block(df, spec.dataset, spec.chapter, d)],
+    "bayes": lambda spec: lambda df, d: _bayes_blocks(df),
+    "quant": lambda spec: lambda df, d: _quant_block(df),
+}
+
+
+def blocks() -> dict:
+    """Results file -> how its headline block is made, for every table of the book
+    (:data:`cflib.bench.tables.registry.SPECS`, in the book's order)."""
+    return {s.chapter: BLOCK_MAKERS.get(s.kind, _plain_block)(s) for s in SPECS.values()}
 
 
 def headline(results_dir="results", html: bool = False) -> str:
@@ -166,12 +176,12 @@ def headline(results_dir="results", html: bool = False) -> str:
     or with ``html=True`` the page tables of the chapters (:func:`page_table`: one cell
     per metric, split to fit the book's column).
 
-    Every file of :data:`BLOCKS` must exist: a missing one is an error, never an
+    Every table's results file must exist: a missing one is an error, never an
     emptied table.
     """
     frames = _frames(results_dir)
     out = []
-    for name, block in BLOCKS.items():
+    for name, block in blocks().items():
         for text, table, as_markdown in block(frames[name], results_dir):
             if html:      # the page links each table to its chapter (the title as link text)
                 out.append(f"{text}\n\n{page_table(table)}\n\nIts chapter, with the figures, "
@@ -182,27 +192,29 @@ def headline(results_dir="results", html: bool = False) -> str:
 
 
 def _frames(results_dir) -> dict[str, pd.DataFrame]:
-    missing = [f"{name}.csv" for name in BLOCKS if not (Path(results_dir) / f"{name}.csv").exists()]
+    names = [s.chapter for s in SPECS.values()]
+    missing = [f"{name}.csv" for name in names if not (Path(results_dir) / f"{name}.csv").exists()]
     if missing:
         raise FileNotFoundError(f"{results_dir} lacks {missing}; the headline needs every "
                                 "chapter's results (run the chapters, or point at the folder "
                                 "that holds them)")
-    frames = {name: read_results(Path(results_dir) / f"{name}.csv") for name in BLOCKS}
+    frames = {name: read_results(Path(results_dir) / f"{name}.csv") for name in names}
     for name, df in frames.items():
         run = {"profile": set(df["profile"]), "train_seed": set(df["train_seed"]),
                "data_seed": set(df["data_seed"])}
         book = {k: {BOOK_RUN[k]} for k in run}
-        if CHAPTER_TABLES[name].table == "c3lt":
+        spec = spec_of_chapter(name)
+        if spec.sweeps:              # the seed means of a sweep beside seed 0's own run
             book["train_seed"] = {0}
         if run != book:
             raise ValueError(f"{results_dir}/{name}.csv is not the book's run ({run}); the "
                              "README and the results page show the book's runs only "
                              f"({BOOK_RUN}): point at the book's results folder")
-        if CHAPTER_TABLES[name].table == "c3lt":
+        if spec.per_pair:
             pairs = set(df.loc[df["pair"] != "", "pair"])
-            if len(pairs) != 3:
+            if len(pairs) != len(spec.pairs):
                 raise ValueError(f"{results_dir}/{name}.csv holds the pairs {sorted(pairs)}, not "
-                                 "the table's three: it is not the book's run")
+                                 f"the table's {len(spec.pairs)}: it is not the book's run")
     return frames
 
 
@@ -213,48 +225,47 @@ def _cell(frame: pd.DataFrame, method: str, metric: str, **where) -> float:
     return float(d["value"].mean()) if len(d) else float("nan")
 
 
-def summary(results_dir="results") -> str:
-    """The README's compact results: one line per table, its key numbers beside the
-    papers' (where they report them), read from the results files."""
-    f = _frames(results_dir)
-    lines = {}
-    for c in chapters_of("c3lt"):
-        name, dataset, title = c.chapter, c.dataset, c.title
-        # the chapter's own numbers: the seed means where it was swept (as its table, its
-        # verdict and the results page show them), else its one run
-        df = f[name]
-        merged, _ = read_sweep(name, df["profile"].iloc[0], root=Path(results_dir) / "sweep",
-                               own=df)
-        metrics = ["IM1", "Proximity", "Validity"]
-        if merged is not None:
-            t = spread_table(merged, "c3lt", dataset, metrics, ["C3LT", "Original Data"])
-            n = int(merged["n"].max())
+def _c3lt_line(spec, df, results_dir) -> tuple[str, str]:
+    """A C3LT table's README line: C3LT's IM1, proximity and validity beside the paper's
+    and real target images' (the seed means where it was swept, as its table, its verdict
+    and the results page show them, else its one run)."""
+    name, dataset, title = spec.chapter, spec.dataset, spec.label
+    merged, _ = read_sweep(name, df["profile"].iloc[0], root=Path(results_dir) / "sweep",
+                           own=df)
+    metrics = ["IM1", "Proximity", "Validity"]
+    if merged is not None:
+        t = spread_table(merged, "c3lt", dataset, metrics, ["C3LT", "Original Data"])
+        n = int(merged["n"].max())
 
-            def cell(method, metric, t=t):
-                return (f"{num(t.loc[method, (metric, 'mean')])} ± "
-                        f"{num(t.loc[method, (metric, '± sd')], 2)}")
-            seeds = f" ({n} training seeds, mean ± sd)"
-        else:
-            m = table_means(df)
+        def cell(method, metric, t=t):
+            return (f"{num(t.loc[method, (metric, 'mean')])} ± "
+                    f"{num(t.loc[method, (metric, '± sd')], 2)}")
+        seeds = f" ({n} training seeds, mean ± sd)"
+    else:
+        m = table_means(df)
 
-            def cell(method, metric, m=m):
-                return num(_cell(m, method, metric))
-            seeds = f" (training seed {df['train_seed'].iloc[0]})"
-        parts = [f"{metric} {cell('C3LT', metric)} (paper "
-                 f"{num(reported_value('c3lt', dataset, 'C3LT', metric))})" for metric in metrics]
-        lines[f"{title}{seeds}"] = (f"C3LT {', '.join(parts)}; real target images: IM1 "
-                                    f"{cell('Original Data', 'IM1')}, proximity "
-                                    f"{cell('Original Data', 'Proximity')}")
-    b = f[chapters_of("bayes")[0].chapter]
+        def cell(method, metric, m=m):
+            return num(_cell(m, method, metric))
+        seeds = f" (training seed {df['train_seed'].iloc[0]})"
+    parts = [f"{metric} {cell('C3LT', metric)} (paper "
+             f"{num(reported_value('c3lt', dataset, 'C3LT', metric))})" for metric in metrics]
+    return (f"{title}{seeds}", f"C3LT {', '.join(parts)}; real target images: IM1 "
+                               f"{cell('Original Data', 'IM1')}, proximity "
+                               f"{cell('Original Data', 'Proximity')}")
+
+
+def _bayes_line(spec, b, results_dir) -> tuple[str, str]:
     b = b[b["variant"] == ""]
     parts = []
     for model in dict.fromkeys(b.loc[b["model"] != "", "model"]):
         ours = _cell(b, "PSCE", "IM1", model=model)
-        paper = reported_value("bayes", "mnist", "PSCE", "IM1", model)
-        label = {"mc_dropout": "MC dropout", "bnn": "BNN"}.get(model, model.replace("_", " "))
+        paper = reported_value("bayes", spec.dataset, "PSCE", "IM1", model)
+        label = spec.model_titles.get(model, model.replace("_", " "))
         parts.append(f"{label} {num(ours)} (paper {num(paper)})")
-    lines[chapters_of("bayes")[0].title] = "PSCE IM1 " + ", ".join(parts)
-    q = f[chapters_of("quant")[0].chapter]
+    return spec.label, "PSCE IM1 " + ", ".join(parts)
+
+
+def _quant_line(spec, q, results_dir) -> tuple[str, str]:
     q = q[q["variant"] == ""]
     parts = [f"FP32 accuracy {num(_cell(q, 'FP32', 'Accuracy'))}"]
     for m in ("PTQ INT8", "PTQ INT4", "MixedPrec-QAT", "CFQ-QAT"):
@@ -262,7 +273,27 @@ def summary(results_dir="results") -> str:
     # as the chapter says it: a share in per cent (one number, one form)
     parts.append(f"false acceptance CFQ-QAT {pct(_cell(q, 'CFQ-QAT', 'FA_recon'))} "
                  f"(FP32 {pct(_cell(q, 'FP32', 'FA_recon'))})")
-    lines[chapters_of("quant")[0].title] = ", ".join(parts)
+    return spec.label, ", ".join(parts)
+
+
+def _plain_line(spec, df, results_dir) -> tuple[str, str]:
+    """A table without a line of its own: its validity metric for each row."""
+    head = spec.headline(df)
+    v = head[head["metric"] == spec.validity]
+    return spec.label, ", ".join(f"{r.method} {spec.validity} {num(r.value)}"
+                                 for r in v.itertuples())
+
+
+#: the README line of each kind of table (another kind gets :func:`_plain_line`)
+SUMMARY_LINES = {"c3lt": _c3lt_line, "bayes": _bayes_line, "quant": _quant_line}
+
+
+def summary(results_dir="results") -> str:
+    """The README's compact results: one line per table, its key numbers beside the
+    papers' (where they report them), read from the results files."""
+    f = _frames(results_dir)
+    lines = dict(SUMMARY_LINES.get(s.kind, _plain_line)(s, f[s.chapter], results_dir)
+                 for s in SPECS.values())
     return markdown(pd.DataFrame({"what the committed run shows": lines}), index="table")
 
 

@@ -12,9 +12,9 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from cflib.bench.data import CLASS_NAMES, parse_pair
-from cflib.bench.reference import load_reported, reported_on_our_scale
+from cflib.bench.reference import load_reported, reported_on_our_scale, reported_rows
 from cflib.bench.results import CLASSIFIER, MEAN_OVER_PAIRS
-from cflib.bench.tables.quant import QUANT_ROWS
+from cflib.bench.tables.registry import specs_of
 from cflib.book.report.display import fmt
 from cflib.metrics.spec import get_spec
 
@@ -190,12 +190,10 @@ def ranking_agreement(means: pd.DataFrame, table: str, dataset: str, metrics,
 
 def confounded_table(results: pd.DataFrame, ratio: float | None = None, methods=None):
     """Proximity over Original Data's, per pair and method (the table's rows): a cell at
-    or above ``ratio`` (default :data:`cflib.bench.tables.c3lt.CONFOUNDED_RATIO`) is
+    or above ``ratio`` (default: the C3LT table's :attr:`~cflib.bench.tables.registry.TableSpec.redraw_ratio`) is
     shaded: that method moves the query about as far as a different real image of the
     target would, so its realism scores are confounded with redrawing.  A Styler."""
-    from cflib.bench.tables.c3lt import CONFOUNDED_RATIO
-
-    ratio = CONFOUNDED_RATIO if ratio is None else ratio
+    ratio = specs_of("c3lt")[0].redraw_ratio if ratio is None else ratio
     d = results[(results["metric"] == "Proximity_vs_real") & (results["aggregate"] == "")]
     if "variant" in d.columns:
         d = d[d["variant"].fillna("") == ""]
@@ -300,8 +298,7 @@ RANKED_REFERENCE_ROWS = ("Query (unchanged)",)
 def paper_rows(table: str) -> list[str]:
     """The rows the paper's table has (in its order), then our reference rows: the rows
     a ranking of methods compares (our variants, e.g. ``CEM (targeted)``, left out)."""
-    rows = list(dict.fromkeys(load_reported()
-                              .query("table == @table")["method"]))
+    rows = reported_rows(table)
     return rows + [r for r in RANKED_REFERENCE_ROWS if r not in rows]
 
 
@@ -403,7 +400,7 @@ def quant_table(results: pd.DataFrame, dataset: str = "fmnist") -> pd.DataFrame:
         return float(series.get((m, k), np.nan))
 
     rows = {}
-    for m in [r for r in QUANT_ROWS if (r, "Accuracy") in mean.index]:
+    for m in [r for r in specs_of("quant")[0].methods if (r, "Accuracy") in mean.index]:
         row = {("Accuracy %", "ours"): 100 * get(mean, m, "Accuracy"),
                ("Accuracy %", "paper"): 100 * get(paper, m, "Accuracy")}
         for k, title in (("VD", "VD"), ("FA_recon", "FA recon")):
@@ -437,7 +434,7 @@ def class_accuracy_table(results: pd.DataFrame, classes=None) -> pd.DataFrame:
                   & results["metric"].str.startswith("Accuracy_class_")]
     out = res.pivot_table(index="method", columns="metric", values="value", aggfunc="mean",
                           sort=False)
-    out = out.reindex([m for m in QUANT_ROWS if m in out.index])
+    out = out.reindex([m for m in specs_of("quant")[0].methods if m in out.index])
     ks = sorted(int(c.rsplit("_", 1)[1]) for c in out.columns)
     ks = [k for k in ks if classes is None or k in classes]
     names = CLASS_NAMES[results["dataset"].iloc[0]] if len(results) else {}

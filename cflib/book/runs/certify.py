@@ -44,103 +44,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cflib.book.chapters import Chapter, check, get_chapter, run_params
+from cflib.book.runs.certificates import (
+    CERT_DIR,
+    FORMAT,
+    certificate_path,
+    read_certificate,
+    record_digest,
+)
 from cflib.book.runs.paths import CHAPTER_DIR, PROJECT_ROOT, rel
 from cflib.definitions import SKELETON, key_digest, key_lines, module_code
 
-CERT_DIR = PROJECT_ROOT / "book" / "certificates"
 WORK = PROJECT_ROOT / "_build" / "certify"
-FORMAT = 1
 #: what a clock or a machine writes into an output: never compared
 VOLATILE = ("seconds", "second", "time", "date", "commit", "provenance", "origin",
             "duration", "elapsed", "when")
 
-__all__ = ["certify", "check_certificates", "expected_definitions", "read_certificate",
-           "retire", "certificate_line", "certificate_digest", "CERT_DIR", "Refused"]
+__all__ = ["certify", "check_certificates", "certify_networks", "Refused"]
 
 
 class Refused(Exception):
     """A change that a certificate cannot cover (the reason says what it needs)."""
-
-
-# -- reading ------------------------------------------------------------------------------
-def certificate_path(chapter: str) -> Path:
-    return CERT_DIR / f"{chapter}.json"
-
-
-def read_certificate(chapter: str | Chapter) -> dict | None:
-    name = chapter.name if isinstance(chapter, Chapter) else chapter
-    path = certificate_path(name)
-    if not path.exists():
-        return None
-    try:
-        cert = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{rel(path)} is not a readable certificate ({err}): restore it "
-                         f"(`git checkout -- {rel(path)}`) or delete it and re-certify") from None
-    if not isinstance(cert, dict) or cert.get("format") != FORMAT:
-        raise ValueError(f"{rel(path)} is not a certificate of format {FORMAT}: restore it, "
-                         "or delete it and run `cflib certify` again")
-    return cert
-
-
-def record_digest(meta: dict) -> str:
-    """sha256 of a chapter's compute record (what a certificate is bound to)."""
-    blob = json.dumps(meta["inputs"]["compute"], sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def expected_definitions(chapter: Chapter, meta: dict, folder: Path = CHAPTER_DIR
-                         ) -> tuple[dict[str, str], set[str]]:
-    """The digest each definition a chapter's compute ran should have today: its record's,
-    replaced by its certificate's new digest where a certificate made for this record
-    maps the recorded digest to it, and the definitions a certificate added.  Returns
-    ``(expected, certified keys)``.  Only the book's own run (``book/chapters``) has
-    certificates."""
-    defs = dict(meta["inputs"]["compute"].get("definitions", {}))
-    certified: set[str] = set()
-    if Path(folder).resolve() != CHAPTER_DIR.resolve():
-        return defs, certified
-    cert = read_certificate(chapter)
-    if cert is None or cert.get("record") != record_digest(meta):
-        return defs, certified
-    for key, (old, new) in cert.get("definitions", {}).items():
-        if defs.get(key) == old:
-            defs[key] = new
-            certified.add(key)
-    for key, new in cert.get("added", {}).items():
-        if key not in defs:
-            defs[key] = new
-            certified.add(key)
-    return defs, certified
-
-
-def certificate_line(chapter: str, meta: dict) -> str:
-    """The sentence a chapter's provenance line adds for its certificate ('' without one
-    that applies)."""
-    cert = read_certificate(chapter)
-    if cert is None or cert.get("record") != record_digest(meta):
-        return ""
-    names = sorted(cert.get("definitions", {}))
-    shown = ", ".join(f"`{n.split('::', 1)[1]}`" for n in names[:3])
-    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-    return (f" *Certified since at commit `{cert['certified_commit']}` ({cert['date']}): "
-            f"{len(names)} changed definition{'s' if len(names) != 1 else ''} ({shown}{more}) "
-            f"whose twin runs at `smoke` gave bit-equal results; `book/certificates/"
-            f"{chapter}.json`.*")
-
-
-def certificate_digest(chapter: str) -> str:
-    """sha256 of a chapter's certificate file ('' without one): a page that shows it is
-    re-rendered when it changes."""
-    path = certificate_path(chapter)
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.exists() else ""
-
-
-def retire(chapter: str) -> None:
-    """A chapter's full run makes its certificate moot: remove it."""
-    path = certificate_path(chapter)
-    if path.exists():
-        path.unlink()
 
 
 # -- the twins ----------------------------------------------------------------------------
@@ -465,11 +388,13 @@ def changes(chapter: Chapter, meta: dict) -> dict[str, tuple[str, str]]:
 
 
 def _other_reasons(chapter: Chapter, meta: dict) -> list[str]:
-    """What a certificate cannot cover: anything but changed definitions."""
+    """What a certificate cannot cover: anything but changed definitions and changed
+    compute cells (both run in the twins, each tree's own)."""
     from cflib.book.runs.digests import staleness
 
     st = staleness(chapter)
-    return [r for r in st.compute if "::" not in r] + st.outputs
+    return [r for r in st.compute if "::" not in r and not r.startswith("the compute code of")
+            ] + st.outputs
 
 
 def certify(name: str, log=print) -> dict | None:
@@ -488,7 +413,10 @@ def certify(name: str, log=print) -> dict | None:
         raise Refused(f"{name} needs a re-execution, which no certificate replaces: "
                       + "; ".join(other[:5]))
     changed = changes(ch, meta)
-    if not changed:
+    from cflib.book.runs.digests import source_digests
+
+    source = (meta["inputs"]["compute"]["source"], source_digests(ch)["compute"])
+    if not changed and source[0] == source[1]:
         log(f"[{name}] nothing to certify: every definition its run ran is unchanged")
         return None
     base = str(meta["computed"]["commit"])
@@ -501,7 +429,8 @@ def certify(name: str, log=print) -> dict | None:
     work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_work()))
     old = Twin("old", worktree(base), work / "old")
     new = Twin("new", PROJECT_ROOT, work / "new")
-    log(f"[{name}] certifying {len(changed)} changed definition(s) against commit {base}: "
+    log(f"[{name}] certifying {len(changed)} changed definition(s)"
+        f"{' and its compute cells' if source[0] != source[1] else ''} against commit {base}: "
         f"twin runs at smoke (empty caches, one thread each)")
     t0 = time.perf_counter()
     try:
@@ -510,6 +439,8 @@ def certify(name: str, log=print) -> dict | None:
         for twin in (old, new):
             finish_twin(twin)
         cert = _judge(ch, meta, base, changed, old, new, params)
+        if source[0] != source[1]:
+            cert["source"] = list(source)
     finally:
         for twin in (old, new):
             if twin.proc is not None and twin.proc.poll() is None:
@@ -596,6 +527,15 @@ def check_certificates(folder: Path = CHAPTER_DIR) -> list[str]:
             if key_digest(key, PROJECT_ROOT) != pair[1]:
                 bad.append(f"{rel(path)}: {key} changed since it was certified: "
                            f"`cflib certify {name}` again")
+        if cert.get("source"):
+            from cflib.book.runs.digests import source_digests
+
+            old, new = cert["source"]
+            if old != meta["inputs"]["compute"]["source"]:
+                bad.append(f"{rel(path)}: its old compute cells are not the recorded ones")
+            if new != source_digests(ch)["compute"]:
+                bad.append(f"{rel(path)}: {ch.source}'s compute cells changed since it was "
+                           f"certified: `cflib certify {name}` again")
         for key, sha in cert.get("added", {}).items():
             if key_digest(key, PROJECT_ROOT) != sha:
                 bad.append(f"{rel(path)}: {key} (newly run by the certified change) changed "

@@ -206,7 +206,7 @@ def compute_changes(chapter: Chapter, meta: dict, folder: Path = CHAPTER_DIR) ->
     today's, each named, but those its certificate accepts (the change and the digest it
     certified, :mod:`cflib.book.runs.certify`); and every definition a certificate added
     (newly run by a certified change) that changed since."""
-    from cflib.book.runs.certify import expected_definitions
+    from cflib.book.runs.certificates import expected_definitions
 
     expected, certified = expected_definitions(chapter, meta, folder)
     now = definition_digests(expected)
@@ -351,7 +351,12 @@ def staleness(chapter: str | Chapter, params: dict | None = None,
     oc, op = old["compute"], old["presentation"]
     now = input_digests(ch, params, list(oc["data"]), networks=list(oc.get("networks", {})))
     nc, np_ = now["compute"], now["presentation"]
-    if oc["source"] != nc["source"]:
+    if "definitions" in oc:
+        from cflib.book.runs.certificates import expected_source
+
+        if expected_source(ch, meta, folder) != nc["source"]:
+            out.compute.append(f"the compute code of {rel(ch.path)} changed")
+    elif oc["source"] != nc["source"]:
         out.compute.append(f"the compute code of {rel(ch.path)} changed")
     if "definitions" in oc:
         out.compute += compute_changes(ch, meta, folder)
@@ -371,7 +376,7 @@ def staleness(chapter: str | Chapter, params: dict | None = None,
     else:
         out.presentation += _diff(op["modules"], _module_digests(op["modules"]))
     if "certificate" in meta and Path(folder).resolve() == CHAPTER_DIR.resolve():
-        from cflib.book.runs.certify import certificate_digest
+        from cflib.book.runs.certificates import certificate_digest
 
         if meta["certificate"] != certificate_digest(ch.name):
             out.presentation.append(f"its certificate (book/certificates/{ch.name}.json) "

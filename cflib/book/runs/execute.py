@@ -32,7 +32,7 @@ from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT
 from cflib.book.chapters import Chapter, check, get_chapter, run_params
-from cflib.book.runs.certify import certificate_digest, certificate_line, retire
+from cflib.book.runs.certificates import certificate_digest, certificate_line, retire
 from cflib.book.runs.digests import (
     FORMAT,
     FORMATS,

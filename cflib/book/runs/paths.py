@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from cflib.bench import folders
 from cflib.bench.data import PROJECT_ROOT
 from cflib.book.chapters import (  # noqa: F401  (the book's run, where runs go)
     BOOK_RUN,
@@ -44,45 +45,11 @@ def commit() -> str:
 
 
 
-def tracked_under(folder: Path) -> list[str]:
-    """The project's files under version control at or below ``folder`` (a resolved
-    path); empty outside a git checkout."""
-    try:
-        out = subprocess.run(["git", "ls-files", "-z", "--", str(folder)], cwd=PROJECT_ROOT,
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [f for f in out.stdout.split("\0") if f] if out.returncode == 0 else []
-
-
 def check_output_dir(folder, what: str = "results_dir") -> Path:
-    """Where a run that is not the book's own may write: ``folder`` resolved once (a
-    relative one against the current folder, as a shell means it; every symbolic link
-    followed), and refused before anything is written when it is a file, inside the
-    book's committed ``results/`` or ``book/``, or a folder of the project that holds
-    files under version control (only the book's own run replaces committed files)."""
-    given = str(folder)
-    d = Path(given).expanduser().resolve()
-    if d.exists() and not d.is_dir():
-        raise ValueError(f"{what} {given!r} is a file ({d}), not a folder; name a folder of "
-                         "your own")
-    root = PROJECT_ROOT.resolve()
-    for committed in (RESULTS_DIR, CHAPTER_DIR.parent):
-        c = committed.resolve()
-        if d == c or c in d.parents:
-            via = "" if Path(given).expanduser().absolute() == d else f" (it resolves to {d})"
-            raise ValueError(f"{what} {given!r} is inside the book's committed "
-                             f"{c.relative_to(root)}/{via}, which only the book's own run "
-                             "writes; choose a folder of your own, or leave it unset (the "
-                             "run writes under _build/runs/)")
-    if d == root or root in d.parents:
-        tracked = tracked_under(d)
-        if tracked:
-            raise ValueError(f"{what} {given!r} resolves to {rel(d) if d != root else '.'}/, "
-                             f"which holds files of the project under version control (e.g. "
-                             f"{tracked[0]}); choose a folder of your own, or leave it unset "
-                             "(the run writes under _build/runs/)")
-    return d
+    """Where a run that is not the book's own may write (:func:`cflib.bench.folders.
+    check_output_dir`: never inside the committed ``results/`` or ``book/``, nor a folder
+    of tracked files)."""
+    return folders.check_output_dir(folder, what)
 
 
 def output_dirs(chapter: Chapter, params: dict) -> tuple[Path, Path]:
