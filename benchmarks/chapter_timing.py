@@ -3,7 +3,7 @@
     python benchmarks/chapter_timing.py [--dataset mnist] [--pairs 4->9 3->8]
         [--profile standard] [--device cuda] [--out results/performance-cuda_chapter.csv]
 
-Runs the table as the chapter's compute cell does (``run_c3lt_table``: every network
+Runs the table as the chapter's compute cell does (``spec.run(spec.args(...))``: every network
 trained or loaded from ``CFLIB_CACHE``, every method on every pair, every metric) and
 writes one tidy row per part: ``total`` (the wall time of the whole run), the time
 before the first method (the networks every method shares, the data), each method's
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from cflib.bench.results import write_table  # noqa: E402
 from cflib.bench.seeds import Seeds  # noqa: E402
-from cflib.bench.tables import c3lt  # noqa: E402
+from cflib.bench.tables.registry import spec_of_notebook  # noqa: E402
 from cflib.book.runs.written import command_line, record_results  # noqa: E402
 from cflib.cache import events  # noqa: E402
 
@@ -68,8 +68,8 @@ def main(argv=None) -> None:
     runner_log.setLevel(logging.INFO)
     before = len(events())
     t0 = time.perf_counter()
-    run = c3lt.run_c3lt_table(args.dataset, args.pairs, None, args.profile, Seeds(0, 0),
-                              args.device)
+    spec = spec_of_notebook("c3lt_table.py", args.dataset)
+    run = spec.run(spec.args(args.profile, Seeds(0, 0), args.device, pairs=args.pairs))
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     end = time.perf_counter()

@@ -186,6 +186,24 @@ def provenance(*fns, seconds: float | None = None) -> dict:
     return out
 
 
+def _compare(recorded: dict | None, certified: dict | None) -> tuple[list[str], list[str]]:
+    """``(changed, certified)``: the recorded definitions changed or removed since, and
+    those of them whose change is certified."""
+    if certified is None:
+        from cflib.shipped import certified as shipped_certified
+
+        certified = shipped_certified()
+    changed, accepted = [], []
+    for key, sha in recorded["code"].items():
+        module, name = key.split("::", 1)
+        path = CHECKOUT / module
+        now = _file_definitions(module, path.stat().st_mtime) if path.exists() else {}
+        if now.get(name) != sha:
+            certified_change = (sha, now.get(name)) in certified.get(key, ())
+            (accepted if certified_change else changed).append(key)
+    return sorted(changed), sorted(accepted)
+
+
 def changed_since(recorded: dict | None, certified: dict | None = None) -> list[str] | None:
     """The recorded definitions (``module::name``) that were changed or removed since
     ``recorded`` (a :func:`provenance`), but those whose change from the recorded digest to
@@ -193,36 +211,14 @@ def changed_since(recorded: dict | None, certified: dict | None = None) -> list[
     networks' :func:`cflib.shipped.certified`); ``None`` when nothing was recorded."""
     if not recorded or not isinstance(recorded.get("code"), dict):
         return None
-    if certified is None:
-        from cflib.shipped import certified as shipped_certified
-
-        certified = shipped_certified()
-    out = []
-    for key, sha in recorded["code"].items():
-        module, name = key.split("::", 1)
-        path = CHECKOUT / module
-        now = _file_definitions(module, path.stat().st_mtime) if path.exists() else {}
-        if now.get(name) != sha and (sha, now.get(name)) not in certified.get(key, ()):
-            out.append(key)
-    return sorted(out)
+    return _compare(recorded, certified)[0]
 
 
 def certified_since(recorded: dict | None, certified: dict | None = None) -> list[str]:
     """The recorded definitions whose change since is certified (see :func:`changed_since`)."""
     if not recorded or not isinstance(recorded.get("code"), dict):
         return []
-    if certified is None:
-        from cflib.shipped import certified as shipped_certified
-
-        certified = shipped_certified()
-    out = []
-    for key, sha in recorded["code"].items():
-        module, name = key.split("::", 1)
-        path = CHECKOUT / module
-        now = _file_definitions(module, path.stat().st_mtime) if path.exists() else {}
-        if now.get(name) != sha and (sha, now.get(name)) in certified.get(key, ()):
-            out.append(key)
-    return sorted(out)
+    return _compare(recorded, certified)[1]
 
 
 def describe(recorded: dict | None) -> str:

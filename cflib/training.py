@@ -52,6 +52,30 @@ class BestEpoch:
             self.model.load_state_dict(self.state)
 
 
+def _epochs(model: nn.Module, opt, n: int, epochs: int, batch_size: int, seed: int, desc: str,
+            batch_loss, keep: "BestEpoch", score=None, grad_clip: float | None = None) -> int:
+    """The loop both trainers share: ``epochs`` passes over ``n`` examples in seeded
+    batches (``batch_loss(indices)``; the gradient norm clipped to ``grad_clip``), after
+    each the held-out ``score()`` given to ``keep`` (which may stop it early); the best
+    epoch's weights restored, the model left in evaluation mode.  Returns the epochs run."""
+    ran = 0
+    for ep in progress(range(epochs), desc=desc):
+        model.train()
+        for idx in batches(n, batch_size, seed + ep):
+            loss = batch_loss(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+            opt.step()
+        ran = ep + 1
+        if score is not None and keep.update(score(), ep + 1):
+            break
+    keep.restore()
+    model.eval()
+    return ran
+
+
 def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs: int,
                      lr: float = 1e-3, batch_size: int = 128, seed: int = 0,
                      desc: str = "classifier", weight_decay: float | None = None,
@@ -72,22 +96,11 @@ def train_classifier(model: nn.Module, x: torch.Tensor, y: torch.Tensor, epochs:
         opt = torch.optim.Adam(model.parameters(), lr=lr)
     else:
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    keep, ran = BestEpoch(model, higher=True, patience=patience), 0
-    for ep in progress(range(epochs), desc=desc):
-        model.train()
-        for idx in batches(len(x), batch_size, seed + ep):
-            xb, yb = x[idx].to(dev), y[idx].to(dev)
-            loss = F.cross_entropy(_logits(model, xb), yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-            opt.step()
-        ran = ep + 1
-        if x_val is not None and keep.update(accuracy(model, x_val, y_val), ep + 1):
-            break
-    keep.restore()
-    model.eval()
+    keep = BestEpoch(model, higher=True, patience=patience)
+    ran = _epochs(model, opt, len(x), epochs, batch_size, seed, desc,
+                  lambda idx: F.cross_entropy(_logits(model, x[idx].to(dev)), y[idx].to(dev)),
+                  keep, None if x_val is None else lambda: accuracy(model, x_val, y_val),
+                  grad_clip)
     if x_val is None:
         return {}
     return {"epochs_run": ran, "best_epoch": keep.epoch, "val_accuracy": keep.best}
@@ -106,20 +119,14 @@ def train_autoencoder(model: nn.Module, x: torch.Tensor, epochs: int, lr: float 
     """
     dev = next(model.parameters()).device
     opt = torch.optim.Adam(model.parameters(), lr=lr)
-    keep, ran = BestEpoch(model, higher=False, patience=patience), 0
-    for ep in progress(range(epochs), desc=desc):
-        model.train()
-        for idx in batches(len(x), batch_size, seed + ep):
-            xb = x[idx].to(dev)
-            loss = F.mse_loss(model(xb), xb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        ran = ep + 1
-        if x_val is not None and keep.update(reconstruction_mse(model, x_val), ep + 1):
-            break
-    keep.restore()
-    model.eval()
+    keep = BestEpoch(model, higher=False, patience=patience)
+
+    def batch_loss(idx):
+        xb = x[idx].to(dev)
+        return F.mse_loss(model(xb), xb)
+
+    ran = _epochs(model, opt, len(x), epochs, batch_size, seed, desc, batch_loss, keep,
+                  None if x_val is None else lambda: reconstruction_mse(model, x_val))
     if x_val is None:
         return {}
     return {"epochs_run": ran, "best_epoch": keep.epoch, "val_mse": keep.best}

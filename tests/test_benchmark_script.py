@@ -192,7 +192,8 @@ def test_the_chapter_timing_gives_each_method_the_time_to_the_next(tmp_path, mon
     timing = _script("chapter_timing")
     log = logging.getLogger("cflib")
 
-    def fake_run(dataset, pairs, methods, profile, seeds, device):
+    def fake_run(args):
+        dataset = args.dataset
         time.sleep(0.05)                              # the shared networks
         for pair in ("4->9", "3->8"):
             log.info("%s %s: %s%s on %d images", dataset, pair, "A", "", 3)
@@ -201,7 +202,11 @@ def test_the_chapter_timing_gives_each_method_the_time_to_the_next(tmp_path, mon
             time.sleep(0.1)
         return SimpleNamespace(results=pd.DataFrame())
 
-    monkeypatch.setattr(timing.c3lt, "run_c3lt_table", fake_run)
+    from dataclasses import replace
+
+    spec = timing.spec_of_notebook("c3lt_table.py", "mnist")
+    monkeypatch.setattr(timing, "spec_of_notebook",
+                        lambda source, dataset: replace(spec, run=fake_run))
     calls = iter([[], [{"event": "trained", "entry": "dcgan-1.pt", "seconds": "8.9"}]])
     monkeypatch.setattr(timing, "events", lambda: next(calls))
     out = tmp_path / "t.csv"

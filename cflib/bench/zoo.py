@@ -100,22 +100,8 @@ def judge_classifier(dataset: str, profile="standard", seed: int = 0, device="cp
     most ``nets.judge_epochs`` epochs, the epoch with the best accuracy on the held-out
     tenth kept (no test image is used to train or choose it).  ``info["test_accuracy"]``
     on the full test split."""
-    s = train_seed("judge", seed)
-    epochs = profile.nets.judge_epochs
-    cfg = _base("judge_classifier", dataset, profile, s, arch="SmallCNN-64", epochs=epochs,
-                lr=1e-3, batch_size=128, train_subset=profile.nets.train_subset,
-                val_fraction=JUDGE_VAL_FRACTION, selection="held-out accuracy")
-
-    def train(model):
-        x, y = subsample(*load_split(dataset, "train"), profile.nets.train_subset, s)
-        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(s))
-        n_val = max(1, round(JUDGE_VAL_FRACTION * len(x)))
-        val, fit = perm[:n_val], perm[n_val:]
-        out = train_classifier(model, x[fit], y[fit], epochs, lr=1e-3, seed=s,
-                               x_val=x[val], y_val=y[val], desc=f"judge classifier {dataset}")
-        return {**out, "test_accuracy": accuracy(model, *load_split(dataset, "test"))}
-
-    return cached("judge_classifier", cfg, SmallCNN, train, device, use_cache)
+    return _held_out_judge("judge_classifier", "SmallCNN-64", SmallCNN, "judge", dataset,
+                           profile, seed, device, use_cache)
 
 
 def _held_out_judge(kind: str, arch: str, build, purpose: str, dataset: str, profile: Profile,
@@ -135,7 +121,8 @@ def _held_out_judge(kind: str, arch: str, build, purpose: str, dataset: str, pro
         n_val = max(1, round(JUDGE_VAL_FRACTION * len(x)))
         val, fit = perm[:n_val], perm[n_val:]
         out = train_classifier(model, x[fit], y[fit], epochs, lr=1e-3, seed=s,
-                               x_val=x[val], y_val=y[val], desc=f"{kind} {dataset}")
+                               x_val=x[val], y_val=y[val],
+                               desc=f"{kind.replace('_', ' ')} {dataset}")
         return {**out, "test_accuracy": accuracy(model, *load_split(dataset, "test"))}
 
     return cached(kind, cfg, build, train, device, use_cache)

@@ -24,15 +24,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import torch
-
 from cflib import trace
 from cflib.bench import catalog
 from cflib.bench.data import PROJECT_ROOT, canonical_dataset, check_pair, n_classes
 from cflib.bench.folders import check_name, check_output_dir
-from cflib.bench.profiles import PROFILES
+from cflib.bench.profiles import get_profile
 from cflib.bench.tables.registry import SPECS, get_spec, spec_of_chapter, specs_of
 from cflib.names import unknown_name
+from cflib.tensors import check_device
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 RESULTS_DIR = PROJECT_ROOT / "results"
@@ -129,7 +128,7 @@ CHAPTERS: dict[str, Chapter] = _chapters()
 
 def get_chapter(name: str) -> Chapter:
     if name not in CHAPTERS:
-        raise ValueError(f"unknown chapter {name!r}; choose one of {list(CHAPTERS)}")
+        raise unknown_name("chapter", name, CHAPTERS)
     return CHAPTERS[name]
 
 
@@ -206,58 +205,85 @@ def _dataset(values: dict, chapter: Chapter | None) -> str:
     return "mnist"
 
 
-def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> None:
-    """Ranges and names of the parameters the chapters share."""
-    if name == "profile" and value not in PROFILES:
-        raise ValueError(f"unknown profile {value!r}; choose one of {sorted(PROFILES)}")
-    if name in ("train_seed", "data_seed") and value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    if name == "n_images" and value is not None and value < 4:
+def _check_dataset(value, values: dict, chapter: Chapter | None) -> None:
+    canonical = canonical_dataset(value)
+    fixed = (chapter.fixed.get("dataset") if chapter else None)
+    if fixed is not None and canonical != fixed:
+        other = [c.name for c in CHAPTERS.values()
+                 if c.source == chapter.source and c.fixed.get("dataset") == canonical]
+        raise ValueError(f"chapter {chapter.name!r} is the {fixed} table; dataset={value!r} "
+                         f"does not match it" + (f" (run the chapter {other[0]!r})"
+                                                 if other else ""))
+
+
+def _check_pairs(value, values: dict, chapter: Chapter | None) -> None:
+    if not value:
+        raise ValueError("pairs must name at least one pair, e.g. ['4->9'], or be None")
+    for pr in value:
+        check_pair(pr, n_classes(_dataset(values, chapter)))
+
+
+def _check_methods(value, values: dict, chapter: Chapter | None) -> None:
+    if not value:
+        raise ValueError("methods must name at least one method, or be None")
+    # the table's own names: the catalog's explainers, or the compression recipes
+    spec = spec_of_chapter(chapter.name) if chapter is not None else None
+    (spec.check_methods if spec is not None else catalog.check_methods)(value)
+
+
+def _check_models(value, values: dict, chapter: Chapter | None) -> None:
+    spec = spec_of_chapter(chapter.name) if chapter is not None else None
+    models = spec.models if spec is not None else ()
+    if not value:
+        raise ValueError(f"models must name at least one of {list(models)}")
+    for m in value:
+        if m not in models:
+            raise unknown_name("model", m, models)
+
+
+def _check_target(value, values: dict, chapter: Chapter | None) -> None:
+    k = n_classes(_dataset(values, chapter))
+    if not 0 <= value < k:
+        raise ValueError(f"target must be a class in 0..{k - 1}, got {value}")
+
+
+def _check_seed(name: str):
+    def check_(value, values, chapter) -> None:
+        if value < 0:
+            raise ValueError(f"{name} must be >= 0, got {value}")
+    return check_
+
+
+def _check_n_images(value, values: dict, chapter: Chapter | None) -> None:
+    if value < 4:
         raise ValueError(f"n_images must be at least 4 (the figures show 4 queries per pair) "
                          f"or None for the profile's size, got {value}")
-    if name == "device":
-        if not re.fullmatch(r"cpu|cuda(:\d+)?", value):
-            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
-        if value.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device {value!r} asked for but CUDA is not available here; "
-                             "use device='cpu'")
-    if name == "dataset":
-        canonical = canonical_dataset(value)
-        fixed = (chapter.fixed.get("dataset") if chapter else None)
-        if fixed is not None and canonical != fixed:
-            other = [c.name for c in CHAPTERS.values()
-                     if c.source == chapter.source and c.fixed.get("dataset") == canonical]
-            raise ValueError(f"chapter {chapter.name!r} is the {fixed} table; dataset={value!r} "
-                             f"does not match it" + (f" (run the chapter {other[0]!r})"
-                                                     if other else ""))
-    if name == "pairs" and value is not None:
-        if not value:
-            raise ValueError("pairs must name at least one pair, e.g. ['4->9'], or be None")
-        for pr in value:
-            check_pair(pr, n_classes(_dataset(values, chapter)))
-    spec = spec_of_chapter(chapter.name) if chapter is not None else None
-    if name == "methods" and value is not None:
-        if not value:
-            raise ValueError("methods must name at least one method, or be None")
-        # the table's own names: the catalog's explainers, or the compression recipes
-        (spec.check_methods if spec is not None else catalog.check_methods)(value)
-    if name == "target":
-        k = n_classes(_dataset(values, chapter))
-        if not 0 <= value < k:
-            raise ValueError(f"target must be a class in 0..{k - 1}, got {value}")
-    if name == "results_dir" and value is not None:
-        if not str(value).strip():
-            raise ValueError("results_dir must name a folder (or be None for the run's own)")
-        check_results_dir(value)
-    if name == "results_name" and value is not None:
-        check_results_name(value)
-    if name == "models" and value is not None:
-        models = spec.models if spec is not None else ()
-        if not value:
-            raise ValueError(f"models must name at least one of {list(models)}")
-        for m in value:
-            if m not in models:
-                raise unknown_name("model", m, models)
+
+
+def _check_results_dir(value, values: dict, chapter: Chapter | None) -> None:
+    if not str(value).strip():
+        raise ValueError("results_dir must name a folder (or be None for the run's own)")
+    check_results_dir(value)
+
+
+#: the ranges and names of the parameters the chapters share, each checked by one
+#: function (a None value, where the parameter allows it, is not checked); the profile
+#: and the device by the one check the library has for each
+_CHECKS = {
+    "profile": lambda value, values, chapter: get_profile(value),
+    "device": lambda value, values, chapter: check_device(value),
+    "train_seed": _check_seed("train_seed"), "data_seed": _check_seed("data_seed"),
+    "n_images": _check_n_images, "dataset": _check_dataset, "pairs": _check_pairs,
+    "methods": _check_methods, "models": _check_models, "target": _check_target,
+    "results_dir": _check_results_dir,
+    "results_name": lambda value, values, chapter: check_results_name(value),
+}
+
+
+def _check_value(name: str, value, values: dict, chapter: Chapter | None) -> None:
+    """Ranges and names of the parameters the chapters share (:data:`_CHECKS`)."""
+    if name in _CHECKS and value is not None:
+        _CHECKS[name](value, values, chapter)
 
 
 def check_results_name(name: str) -> str:

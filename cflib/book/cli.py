@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from cflib.bench.profiles import PROFILES
@@ -56,18 +57,8 @@ def _listing() -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> None:
-    import sys
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["sweep"]:                 # its own options (cflib.sweep)
-        from cflib.book.sweep import main as sweep_main
-
-        return sweep_main(argv[1:])
-    ap = argparse.ArgumentParser(prog="cflib", description=__doc__.split("\n\n")[0],
-                                 epilog=_listing(), formatter_class=argparse.RawTextHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="chapters, profiles and parameters")
+def _run_parsers(sub) -> None:
+    """The subcommands that run or build chapters: chapter, book, sweep."""
     ch = sub.add_parser("chapter", help="execute one chapter (or all)")
     ch.add_argument("name", choices=list(CHAPTERS) + ["all"])
     ch.add_argument("--profile", default="standard", choices=list(PROFILES))
@@ -85,6 +76,14 @@ def main(argv=None) -> None:
     bk.add_argument("--device", default="cpu")
     bk.add_argument("--train-seed", type=int, default=0)
     bk.add_argument("--data-seed", type=int, default=0)
+    sub.add_parser("sweep", help="chapters x training seeds on Dask (cflib sweep --help)")
+    rf = sub.add_parser("refresh", help="copy a chapter's edited prose into its executed "
+                                        "notebook and fill its discussion again (no run)")
+    rf.add_argument("name", choices=list(CHAPTERS) + ["all"])
+
+
+def _check_parsers(sub) -> None:
+    """The subcommands that check what is committed: stale, certify, verify, record."""
     st = sub.add_parser("stale", help="which committed chapters must be re-executed, and why")
     st.add_argument("--why", action="store_true",
                     help="every reason, one a line (each changed definition named)")
@@ -114,10 +113,12 @@ def main(argv=None) -> None:
                                        "(results/written.json), so that they may be published")
     rc.add_argument("files", nargs="+")
     rc.add_argument("--by", required=True, help="the command that wrote them")
-    rf = sub.add_parser("refresh", help="copy a chapter's edited prose into its executed "
-                                        "notebook and fill its discussion again (no run)")
-    rf.add_argument("name", choices=list(CHAPTERS) + ["all"])
-    sub.add_parser("sweep", help="chapters x training seeds on Dask (cflib sweep --help)")
+    rd = sub.add_parser("readme", help="regenerate the README's headline tables")
+    rd.add_argument("--results", default="results")
+    rd.add_argument("--readme", default="README.md")
+
+
+def _bench_parser(sub) -> None:
     bn = sub.add_parser("bench", help="your method through the book's tables, beside the "
                                       "book's rows (cflib.bench.compare)")
     bn.add_argument("--method", required=True,
@@ -157,48 +158,73 @@ def main(argv=None) -> None:
     nw.add_argument("--trained-at", default=None,
                     help="ship: the commit that trained cache entries that recorded no "
                          "provenance (refused unless its training code equals today's)")
-    rd = sub.add_parser("readme", help="regenerate the README's headline tables")
-    rd.add_argument("--results", default="results")
-    rd.add_argument("--readme", default="README.md")
-    args = ap.parse_args(argv)
-    if args.command == "bench":
-        return bench(args)
-    if args.command == "networks":
-        return networks(args)
 
-    from cflib.book.runs import assemble, cli, digests
 
-    if args.command == "list":
-        print(_listing())
-    elif args.command == "chapter":
-        cmd = [args.name, "--profile", args.profile]
-        for flag, v in (("--device", args.device), ("--train-seed", args.train_seed),
-                        ("--data-seed", args.data_seed)):
-            if v is not None:
-                cmd += [flag, str(v)]
-        for k, v in args.p:
-            cmd += ["-p", k, v]
-        cli.main(cmd + (["--render"] if args.render else []))
-    elif args.command == "book":
-        assemble.build_book(args.profile, args.device, args.train_seed, args.data_seed,
-                            args.rerun, args.workers)
-    elif args.command == "stale":
-        for name in CHAPTERS:
-            st = digests.staleness(name)
-            if args.why and st.kind != "fresh":
-                why = getattr(st, st.kind)
-                print(f"{name}: {st.describe(limit=0).split(':')[0]} ({len(why)} reasons)")
-                for reason in why:
-                    print(f"    {reason}")
-            else:
-                print(f"{name}: {st.describe()}")
-        from cflib.book.runs.written import check_written
+def parser() -> argparse.ArgumentParser:
+    """The ``cflib`` command's parser: one builder per group of subcommands."""
+    ap = argparse.ArgumentParser(prog="cflib", description=__doc__.split("\n\n")[0],
+                                 epilog=_listing(), formatter_class=argparse.RawTextHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="chapters, profiles and parameters")
+    _run_parsers(sub)
+    _check_parsers(sub)
+    _bench_parser(sub)
+    return ap
 
-        for problem in check_written(claimed=digests.claimed_outputs(CHAPTERS)):
-            print(f"results: {problem}")
-    elif args.command == "certify":
-        _certify(args)
-    elif args.command == "verify" and args.rerun:
+
+def main(argv=None) -> None:
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sweep"]:                 # its own options (cflib.sweep)
+        from cflib.book.sweep import main as sweep_main
+
+        return sweep_main(argv[1:])
+    args = parser().parse_args(argv)
+    return COMMANDS[args.command](args)
+
+
+def _chapter(args) -> None:
+    from cflib.book.runs import cli
+
+    cmd = [args.name, "--profile", args.profile]
+    for flag, v in (("--device", args.device), ("--train-seed", args.train_seed),
+                    ("--data-seed", args.data_seed)):
+        if v is not None:
+            cmd += [flag, str(v)]
+    for k, v in args.p:
+        cmd += ["-p", k, v]
+    cli.main(cmd + (["--render"] if args.render else []))
+
+
+def _book(args) -> None:
+    from cflib.book.runs import assemble
+
+    assemble.build_book(args.profile, args.device, args.train_seed, args.data_seed,
+                        args.rerun, args.workers)
+
+
+def _stale(args) -> None:
+    from cflib.book.runs import digests
+    from cflib.book.runs.written import check_written
+
+    for name in CHAPTERS:
+        st = digests.staleness(name)
+        if args.why and st.kind != "fresh":
+            why = getattr(st, st.kind)
+            print(f"{name}: {st.describe(limit=0).split(':')[0]} ({len(why)} reasons)")
+            for reason in why:
+                print(f"    {reason}")
+        else:
+            print(f"{name}: {st.describe()}")
+    for problem in check_written(claimed=digests.claimed_outputs(CHAPTERS)):
+        print(f"results: {problem}")
+
+
+def _verify(args) -> None:
+    from cflib.book.runs import digests
+
+    if args.rerun:
         from cflib.book.runs.rerun import compare_rerun
 
         try:
@@ -209,45 +235,55 @@ def main(argv=None) -> None:
         if len(report.beyond):
             raise SystemExit(f"{len(report.beyond)} value(s) of {args.rerun} moved beyond the "
                              "book's spread over training seeds")
-    elif args.command == "verify":
-        try:
-            digests.refuse_unmatched(CHAPTERS)
+        return
+    try:
+        digests.refuse_unmatched(CHAPTERS)
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    print("every executed chapter matches its seal, and every results file the notebook "
+          "or the recorded run that wrote it")
+
+
+def _record(args) -> None:
+    from cflib.book.runs import digests
+    from cflib.book.runs.paths import RESULTS_DIR
+    from cflib.book.runs.written import record_written
+
+    root = RESULTS_DIR.resolve()
+    names = {Path(f).resolve().relative_to(root).as_posix() for f in args.files
+             if root in Path(f).resolve().parents}
+    mine = sorted(names & digests.claimed_outputs(CHAPTERS))
+    if mine:
+        raise SystemExit(f"cflib record: {mine} are written by a chapter's notebook, which "
+                         "binds them; re-execute the chapter instead")
+    try:
+        record_written(args.files, args.by)
+    except ValueError as err:
+        raise SystemExit(f"cflib record: {err}") from None
+    print(f"recorded {len(args.files)} file(s) as written by {args.by!r}")
+
+
+def _refresh(args) -> None:
+    from cflib.book.runs import assemble
+
+    for name in (list(CHAPTERS) if args.name == "all" else [args.name]):
+        print(f"{name}: prose refreshed -> {assemble.refresh_prose(name)}")
+
+
+def _readme(args) -> None:
+    from cflib.book.report.readme import RESULTS_PAGE, update_readme
+    from cflib.book.runs import digests
+    from cflib.book.runs.paths import RESULTS_DIR
+
+    if Path(args.results).resolve() == RESULTS_DIR.resolve():
+        try:        # never publish a results file its notebook did not write
+            digests.refuse_unmatched([c for c in CHAPTERS.values() if c.writes])
         except ValueError as err:
             raise SystemExit(str(err)) from None
-        print("every executed chapter matches its seal, and every results file the notebook "
-              "or the recorded run that wrote it")
-    elif args.command == "record":
-        from cflib.book.runs.paths import RESULTS_DIR
-        from cflib.book.runs.written import record_written
-
-        root = RESULTS_DIR.resolve()
-        names = {Path(f).resolve().relative_to(root).as_posix() for f in args.files
-                 if root in Path(f).resolve().parents}
-        mine = sorted(names & digests.claimed_outputs(CHAPTERS))
-        if mine:
-            raise SystemExit(f"cflib record: {mine} are written by a chapter's notebook, which "
-                             "binds them; re-execute the chapter instead")
-        try:
-            record_written(args.files, args.by)
-        except ValueError as err:
-            raise SystemExit(f"cflib record: {err}") from None
-        print(f"recorded {len(args.files)} file(s) as written by {args.by!r}")
-    elif args.command == "refresh":
-        for name in (list(CHAPTERS) if args.name == "all" else [args.name]):
-            print(f"{name}: prose refreshed -> {assemble.refresh_prose(name)}")
-    elif args.command == "readme":
-        from cflib.book.report.readme import RESULTS_PAGE, update_readme
-        from cflib.book.runs.paths import RESULTS_DIR
-
-        if Path(args.results).resolve() == RESULTS_DIR.resolve():
-            try:        # never publish a results file its notebook did not write
-                digests.refuse_unmatched([c for c in CHAPTERS.values() if c.writes])
-            except ValueError as err:
-                raise SystemExit(str(err)) from None
-        update_readme(args.readme, args.results)
-        print(f"{args.readme}: summary regenerated from {args.results}/; "
-              f"{RESULTS_PAGE.relative_to(RESULTS_PAGE.parents[1])}: every headline table and "
-              "the chapters' timings")
+    update_readme(args.readme, args.results)
+    print(f"{args.readme}: summary regenerated from {args.results}/; "
+          f"{RESULTS_PAGE.relative_to(RESULTS_PAGE.parents[1])}: every headline table and "
+          "the chapters' timings")
 
 
 def networks(args) -> None:
@@ -277,11 +313,61 @@ def networks(args) -> None:
     print("\n".join(nets.listing(root)))
 
 
+def _bench_config(text: str | None) -> dict | None:
+    """``--config``: one flat JSON object of the method's config fields (None: none)."""
+    import json
+
+    if text is None:
+        return None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SystemExit(f"cflib bench: --config is not JSON ({err}): write it like "
+                         "'{\"steps\": 50}'") from None
+    except RecursionError:
+        raise SystemExit("cflib bench: --config is nested too deeply to be a config; "
+                         "write its fields as one flat JSON object, like "
+                         "'{\"steps\": 50}'") from None
+    if not isinstance(config, dict):
+        raise SystemExit(f"cflib bench: --config must be a JSON object of the method's "
+                         f"config fields, got {text!r}")
+    return config
+
+
+@contextlib.contextmanager
+def _bench_folder(out: Path, force: bool):
+    """The run's folder, held by this run alone (a second run to it is refused) and empty:
+    an earlier run's files are refused, or removed with ``--force`` (none left beside the
+    new ones)."""
+    import shutil
+
+    from filelock import FileLock, Timeout
+
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(out / ".cflib-bench.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise SystemExit(f"cflib bench: another cflib bench is writing {out} now; wait for it, "
+                         "or give this run another --out") from None
+    try:
+        earlier = sorted(f for f in out.iterdir() if not f.name.startswith("."))
+        if earlier and not force:
+            names = [f.name for f in earlier]
+            raise SystemExit(f"cflib bench: {out} already holds an earlier run's files "
+                             f"({', '.join(names[:3])}{' ...' if len(names) > 3 else ''}); "
+                             "give this run another --out, or pass --force to replace them")
+        for f in earlier:
+            shutil.rmtree(f) if f.is_dir() and not f.is_symlink() else f.unlink()
+        yield out
+    finally:
+        lock.release()
+
+
 def bench(args) -> None:
     """``cflib bench``: every argument checked before any network is loaded (a bad one
     exits with its message), then :func:`cflib.bench.compare.compare` with the book's page
     renderer; prints where the results files and the page are."""
-    import json
     import os
     import sys
     import time
@@ -292,20 +378,7 @@ def bench(args) -> None:
 
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())          # --method of the current folder, as python -m
-    config = None
-    if args.config is not None:
-        try:
-            config = json.loads(args.config)
-        except json.JSONDecodeError as err:
-            raise SystemExit(f"cflib bench: --config is not JSON ({err}): write it like "
-                             "'{\"steps\": 50}'") from None
-        except RecursionError:
-            raise SystemExit("cflib bench: --config is nested too deeply to be a config; "
-                             "write its fields as one flat JSON object, like "
-                             "'{\"steps\": 50}'") from None
-        if not isinstance(config, dict):
-            raise SystemExit(f"cflib bench: --config must be a JSON object of the method's "
-                             f"config fields, got {args.config!r}")
+    config = _bench_config(args.config)
     try:
         plan = prepare(args.method, args.tables, args.profile, config, args.pairs,
                        args.n_images, args.out, Seeds(args.train_seed, args.data_seed),
@@ -314,26 +387,9 @@ def bench(args) -> None:
     except (ValueError, TypeError, FileNotFoundError) as err:
         notes = "".join(f" {n}" for n in getattr(err, "__notes__", []))
         raise SystemExit(f"cflib bench: {err}{notes}") from None
-    from filelock import FileLock, Timeout
-
-    out = Path(plan.out)
-    out.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(out / ".cflib-bench.lock"))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        raise SystemExit(f"cflib bench: another cflib bench is writing {out} now; wait for it, "
-                         "or give this run another --out") from None
-    try:
-        earlier = sorted(f.name for f in out.iterdir() if not f.name.startswith("."))
-        if earlier and not args.force:
-            raise SystemExit(f"cflib bench: {out} already holds an earlier run's files "
-                             f"({', '.join(earlier[:3])}{' ...' if len(earlier) > 3 else ''}); "
-                             "give this run another --out, or pass --force to replace them")
+    with _bench_folder(Path(plan.out), args.force):
         t0 = time.perf_counter()
         cmp = plan.run()
-    finally:
-        lock.release()
     print(f"{cmp.method} through {', '.join(cmp.tables)} at profile {cmp.profile} in "
           f"{time.perf_counter() - t0:.0f} s")
     for key in cmp.tables:
@@ -369,6 +425,12 @@ def _certify(args) -> None:
             cli.main([name, "--render"])
     if refused:
         raise SystemExit(f"cflib certify: {len(refused)} chapter(s) refused")
+
+
+#: each subcommand's handler (``sweep`` parses its own options: :func:`main`)
+COMMANDS = {"list": lambda args: print(_listing()), "chapter": _chapter, "book": _book,
+            "stale": _stale, "certify": _certify, "verify": _verify, "record": _record,
+            "refresh": _refresh, "readme": _readme, "bench": bench, "networks": networks}
 
 
 if __name__ == "__main__":

@@ -370,6 +370,20 @@ class Explainer:
         """Whether :meth:`explain` may run: a fit record is held, or nothing is learned."""
         return self.fit_record is not None or not self.needs_fit
 
+    def fitted_value(self, key: str):
+        """One value the fit recorded (:attr:`fit_record`; None before :meth:`fit`)."""
+        return self.fit_record.values[key] if self.fit_record else None
+
+    @property
+    def info(self) -> dict:
+        """What the fit reports (its training's curves, steps, seconds; empty before)."""
+        return self.fit_record.info if self.fit_record else {}
+
+    @property
+    def image_shape(self) -> tuple | None:
+        """The image shape the method was fitted on (None before :meth:`fit`)."""
+        return self.fitted_value("image_shape")
+
     def _check_precision(self) -> None:
         """Refuse, before any work, a float16 / bfloat16 network given to a method that
         does not run at half precision (``half_precision = False``), and half-precision

@@ -360,20 +360,11 @@ class C3LT(Explainer):
 
     @property
     def query_class(self) -> int | None:
-        return self.fit_record.values["query_class"] if self.fit_record else None
+        return self.fitted_value("query_class")
 
     @property
     def target_class(self) -> int | None:
-        return self.fit_record.values["target_class"] if self.fit_record else None
-
-    @property
-    def image_shape(self) -> tuple | None:
-        return self.fit_record.values["image_shape"] if self.fit_record else None
-
-    @property
-    def info(self) -> dict:
-        """The training's info (``history``: the loss curves, ``steps``, ...)."""
-        return self.fit_record.info if self.fit_record else {}
+        return self.fitted_value("target_class")
 
     def _restore(self, record) -> dict[str, nn.Module]:
         with torch.device("meta"):        # no initialisation, no draw from the global RNG

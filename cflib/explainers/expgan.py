@@ -200,15 +200,7 @@ class ExpGAN(Explainer):
 
     @property
     def pair(self) -> tuple[int, int] | None:
-        return self.fit_record.values["pair"] if self.fit_record else None
-
-    @property
-    def image_shape(self) -> tuple | None:
-        return self.fit_record.values["image_shape"] if self.fit_record else None
-
-    @property
-    def info(self) -> dict:
-        return self.fit_record.info if self.fit_record else {}
+        return self.fitted_value("pair")
 
     def _restore(self, record) -> dict[str, nn.Module]:
         with torch.device("meta"):        # no initialisation, no draw from the global RNG

@@ -289,25 +289,26 @@ DIRSIM = MetricSpec("DirSim", lambda c: _mean(c.dirsim), True,
 OVERHEAD = MetricSpec("Overhead", lambda c: c.overhead, False,
                       "T_method / T_PTQ INT8: the recipe's compression time over PTQ INT8's "
                       "(this implementation; the paper's base is not published)", timing=True)
-VD_LOW = MetricSpec("VD_low", lambda c: rate(c.vd_events)[1], False,
-                    "lower end of VD's 95 % Wilson (binomial) interval")
-VD_HIGH = MetricSpec("VD_high", lambda c: rate(c.vd_events)[2], False,
-                     "upper end of VD's 95 % Wilson (binomial) interval")
-FA_RECON = MetricSpec("FA_recon", lambda c: rate(c.fa_events)[0], False,
-                      "false acceptance: share of autoencoder reconstructions of non-target "
-                      "test images the model puts in the target")
-FA_RECON_LOW = MetricSpec("FA_recon_low", lambda c: rate(c.fa_events)[1], False,
-                          "lower end of FA_recon's 95 % Wilson interval")
-FA_RECON_HIGH = MetricSpec("FA_recon_high", lambda c: rate(c.fa_events)[2], False,
-                           "upper end of FA_recon's 95 % Wilson interval")
-FA_INFEASIBLE = MetricSpec("FA_infeasible", lambda c: rate(c.infeasible_accepted)[0], False,
-                           "share of the queries whose FP recourse failed that the model "
-                           "nevertheless puts in the target at the FP's last point")
-FA_INFEASIBLE_LOW = MetricSpec("FA_infeasible_low", lambda c: rate(c.infeasible_accepted)[1],
-                               False, "lower end of FA_infeasible's 95 % Wilson interval")
-FA_INFEASIBLE_HIGH = MetricSpec("FA_infeasible_high",
-                                lambda c: rate(c.infeasible_accepted)[2], False,
-                                "upper end of FA_infeasible's 95 % Wilson interval")
+def _wilson(name: str, events: str, description: str | None = None):
+    """A share of events (the context's attribute ``events``) and the two ends of its 95 %
+    Wilson (binomial) interval: ``name``, ``name_low``, ``name_high`` (without
+    ``description``, the two ends alone)."""
+    value = lambda k: lambda c: rate(getattr(c, events))[k]  # noqa: E731
+    ends = (MetricSpec(f"{name}_low", value(1), False,
+                       f"lower end of {name}'s 95 % Wilson interval"),
+            MetricSpec(f"{name}_high", value(2), False,
+                       f"upper end of {name}'s 95 % Wilson interval"))
+    return ((MetricSpec(name, value(0), False, description), *ends) if description
+            else ends)
+
+
+VD_LOW, VD_HIGH = _wilson("VD", "vd_events")
+FA_RECON, FA_RECON_LOW, FA_RECON_HIGH = _wilson(
+    "FA_recon", "fa_events", "false acceptance: share of autoencoder reconstructions of "
+    "non-target test images the model puts in the target")
+FA_INFEASIBLE, FA_INFEASIBLE_LOW, FA_INFEASIBLE_HIGH = _wilson(
+    "FA_infeasible", "infeasible_accepted", "share of the queries whose FP recourse failed "
+    "that the model nevertheless puts in the target at the FP's last point")
 N_FP_INFEASIBLE = MetricSpec("N_fp_infeasible", lambda c: rate(c.infeasible_accepted)[3],
                              False, "queries whose FP recourse failed (already-target ones "
                                     "excluded)")

@@ -82,21 +82,26 @@ class Generator(nn.Module):
         return m[13](h)
 
 
+def _down(nc: int, ndf: int, out: int) -> list[nn.Module]:
+    """The official discriminator's convolutions, 28x28 to 1x1 with ``out`` channels (the
+    encoder shares them)."""
+    return [
+        nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),                        # 14x14
+        nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),                   # 7x7
+        nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),               # 3x3
+        nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf * 4, out, 4, 2, 1, bias=False),                   # 1x1
+    ]
+
+
 class Discriminator(nn.Module):
     """DCGAN discriminator for 28x28 images: x -> probability of being real, shape (N,)."""
 
     def __init__(self, ndf: int = 64, nc: int = 1):
         super().__init__()
-        self.main = nn.Sequential(
-            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),                        # 14x14
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),                   # 7x7
-            nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),               # 3x3
-            nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 4, 1, 4, 2, 1, bias=False),                     # 1x1
-            nn.Sigmoid(),
-        )
+        self.main = nn.Sequential(*_down(nc, ndf, 1), nn.Sigmoid())
         self.apply(weights_init)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -109,16 +114,7 @@ class EncoderDCGAN(nn.Module):
     def __init__(self, latent_dim: int = LATENT_DIM, ndf: int = 64, nc: int = 1):
         super().__init__()
         self.latent_dim = latent_dim
-        self.main = nn.Sequential(
-            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),                        # 14x14
-            nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),                   # 7x7
-            nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),               # 3x3
-            nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(ndf * 4, latent_dim, 4, 2, 1, bias=False),            # 1x1
-            nn.BatchNorm2d(latent_dim),
-        )
+        self.main = nn.Sequential(*_down(nc, ndf, latent_dim), nn.BatchNorm2d(latent_dim))
         self.apply(weights_init)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

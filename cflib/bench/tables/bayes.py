@@ -98,7 +98,6 @@ from cflib.metrics.robustness import (
     robustness_ratio,
     validity_under_perturbation,
 )
-from cflib.names import unknown_name
 from cflib.scopes import frozen
 from cflib.tensors import check_device
 
@@ -248,11 +247,9 @@ ABLATION_METRICS = (IM1, IMPLAUSIBILITY, VALIDITY_FRESH, VALIDITY_PER_DRAW, CONF
 def check_models(models) -> list[str]:
     """The Bayesian classifiers to run (names of :data:`MODELS`)."""
     models = [models] if isinstance(models, str) else list(models)
-    if not models:
-        raise ValueError(f"models must name at least one of {list(MODELS)}")
-    for m in models:
-        if m not in MODELS:
-            raise unknown_name("model", m, MODELS)
+    bad = [m for m in models if m not in MODELS]
+    if bad or not models:
+        raise ValueError(f"unknown model(s) {bad}; choose from {list(MODELS)}")
     return models
 
 

@@ -189,9 +189,26 @@ def plot_aupc_curves(curves: dict, pairs, methods):
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel("softmax")
     axes[-1, 0].set_xlabel("fraction of the changed pixels pasted into the query")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
+    _legend_below(fig, axes[0, 0], 0.025)
+    return fig
+
+
+def _legend_below(fig, ax, row_height: float) -> None:
+    """The legend of ``ax`` under the figure, three entries a row, the axes above it."""
+    handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, frameon=False)
-    fig.tight_layout(rect=(0, 0.03 + 0.025 * ((len(labels) + 2) // 3), 1, 1))
+    fig.tight_layout(rect=(0, 0.03 + row_height * ((len(labels) + 2) // 3), 1, 1))
+
+
+def _frontier_axes(fig, ax, xlabel: str, ylabel: str, top: float):
+    """A proximity-validity frontier's axes: labels, validity from 0 to ``top``, a grid
+    and the legend in the corner the frontier leaves free; returns the figure."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(-0.02, top)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=9, loc="lower right")
+    fig.tight_layout()
     return fig
 
 
@@ -265,9 +282,7 @@ def plot_perturbation_curves(curves: pd.DataFrame, methods=None):
         ax.set_ylim(-0.02, 1.02)
         ax.set_ylabel("validity")
     axes[-1, 0].set_xlabel("std of Gaussian weight noise (leftmost point: none)")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, frameon=False)
-    fig.tight_layout(rect=(0, 0.03 + 0.03 * ((len(labels) + 2) // 3), 1, 1))
+    _legend_below(fig, axes[0, 0], 0.03)
     return fig
 
 
@@ -317,9 +332,7 @@ def plot_im1_vs_confidence(results: pd.DataFrame, methods=None):
         ax.set_xlim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[-1, 0].set_xlabel("posterior-mean target confidence on fresh draws")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, frameon=False)
-    fig.tight_layout(rect=(0, 0.03 + 0.035 * ((len(labels) + 2) // 3), 1, 1))
+    _legend_below(fig, axes[0, 0], 0.035)
     return fig
 
 
@@ -415,13 +428,8 @@ def plot_lever_frontier(levers: pd.DataFrame, frontier: pd.DataFrame | None = No
         ax.scatter(lw["Proximity"], lw[judged], c=lw["Diversity"], cmap=cmap, norm=norm,
                    marker="s", s=40, zorder=2, label="Latent search, one λ each")
     fig.colorbar(sc, ax=ax, label="diversity (1: as varied as real target images)")
-    ax.set_xlabel("proximity (mean |x′ − x| per pixel, lower is closer)")
-    ax.set_ylabel("validity, all three judges")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=9, loc="lower right")
-    fig.tight_layout()
-    return fig
+    return _frontier_axes(fig, ax, "proximity (mean |x′ − x| per pixel, lower is closer)",
+                          "validity, all three judges", 1.02)
 
 
 def plot_latent_frontier(frontier: pd.DataFrame, generator: pd.DataFrame | None = None,
@@ -462,13 +470,8 @@ def plot_latent_frontier(frontier: pd.DataFrame, generator: pd.DataFrame | None 
             cw = c3.pivot_table(columns="metric", values="value", aggfunc="mean")
             ax.plot(cw["Proximity"], cw[judged], "*", ms=14, color=color,
                     markeredgecolor="black", label=f"C3LT, {label}")
-    ax.set_xlabel("proximity (mean |x − x_cf| per pixel)")
-    ax.set_ylabel("validity, independent classifier")
-    ax.set_ylim(-0.02, 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=9, loc="lower right")
-    fig.tight_layout()
-    return fig
+    return _frontier_axes(fig, ax, "proximity (mean |x − x_cf| per pixel)",
+                          "validity, independent classifier", 1.05)
 
 
 # -- the quantization chapter ------------------------------------------------------------------

@@ -423,28 +423,15 @@ def certify(name: str, log=print) -> dict | None:
     if base.endswith("+") or base == "unknown":
         raise Refused(f"{name}'s numbers were computed from uncommitted code ({base}); no "
                       "worktree can reproduce it: re-execute the chapter")
-    params = check(ch, run_params(ch, {"profile": "smoke", "device": "cpu", "train_seed": 0,
-                                       "data_seed": 0}))
-    params = {k: v for k, v in params.items() if k != "results_dir"}
-    work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_work()))
-    old = Twin("old", worktree(base), work / "old")
-    new = Twin("new", PROJECT_ROOT, work / "new")
     log(f"[{name}] certifying {len(changed)} changed definition(s)"
         f"{' and its compute cells' if source[0] != source[1] else ''} against commit {base}: "
         f"twin runs at smoke (empty caches, one thread each)")
     t0 = time.perf_counter()
-    try:
-        for twin in (old, new):
-            start_twin(twin, ch, params)
-        for twin in (old, new):
-            finish_twin(twin)
-        cert = _judge(ch, meta, base, changed, old, new, params)
-        if source[0] != source[1]:
-            cert["source"] = list(source)
-    finally:
-        for twin in (old, new):
-            if twin.proc is not None and twin.proc.poll() is None:
-                twin.proc.kill()
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=_work()))
+    old, new, params = _twins(ch, base, work)
+    cert = _judge(ch, meta, base, changed, old, new, params)
+    if source[0] != source[1]:
+        cert["source"] = list(source)
     cert["seconds"] = round(time.perf_counter() - t0)
     CERT_DIR.mkdir(parents=True, exist_ok=True)
     path = certificate_path(name)
@@ -452,6 +439,26 @@ def certify(name: str, log=print) -> dict | None:
     shutil.rmtree(work, ignore_errors=True)
     log(f"[{name}] certified in {cert['seconds']} s -> {rel(path)}")
     return cert
+
+
+def _twins(ch: Chapter, base: str, work: Path) -> tuple[Twin, Twin, dict]:
+    """The chapter's compute at ``smoke`` run twice side by side, on a worktree of
+    ``base`` and on the working tree: ``(old, new, the parameters)``."""
+    params = check(ch, run_params(ch, {"profile": "smoke", "device": "cpu", "train_seed": 0,
+                                       "data_seed": 0}))
+    params = {k: v for k, v in params.items() if k != "results_dir"}
+    old = Twin("old", worktree(base), work / "old")
+    new = Twin("new", PROJECT_ROOT, work / "new")
+    try:
+        for twin in (old, new):
+            start_twin(twin, ch, params)
+        for twin in (old, new):
+            finish_twin(twin)
+    finally:
+        for twin in (old, new):
+            if twin.proc is not None and twin.proc.poll() is None:
+                twin.proc.kill()
+    return old, new, params
 
 
 def _work() -> Path:
@@ -594,6 +601,89 @@ def _twin_result(proc: subprocess.Popen, tree: Path, work: Path, label: str) -> 
     return got
 
 
+def _network_groups() -> dict[str, list]:
+    """The shipped networks whose training code changed since they were trained, grouped
+    by the commit that trained them: ``{commit: [(name, entry, changed keys)]}``."""
+    from cflib import provenance as prov
+    from cflib.shipped import manifest
+
+    groups: dict[str, list] = {}
+    for name, e in manifest().items():
+        changed = prov.changed_since(e.get("provenance"), certified={})
+        if changed:
+            groups.setdefault(str(e["provenance"].get("commit", "unknown")), []).append(
+                (name, e, changed))
+    return groups
+
+
+def _twin_specs(nets) -> list[dict]:
+    """One training per kind, architecture, dataset and class/all-class of ``nets``."""
+    specs, seen = [], set()
+    for name, e, _ in nets:
+        c = e["config"]
+        sig = (e["kind"], c.get("arch"), c.get("dataset"), c.get("cls") is None)
+        if sig not in seen:
+            seen.add(sig)
+            specs.append({"id": name, "kind": e["kind"], "dataset": c["dataset"],
+                          "cls": c.get("cls"), "arch": c.get("arch")})
+    return specs
+
+
+def _certify_group(commit_: str, nets: list, log) -> tuple[dict, dict]:
+    """Twin trainings for the networks one commit trained: ``({key: (old, new)}, the
+    evidence)``, or :class:`Refused`."""
+    from cflib import provenance as prov
+
+    base = commit_.rstrip("+")
+    keys = sorted({k for _, _, ch in nets for k in ch})
+    recorded = {k: v for _, e, _ in nets for k, v in e["provenance"]["code"].items() if k in keys}
+    try:
+        at = prov.training_code_at(list(recorded), base)
+    except ValueError as err:
+        raise Refused(str(err)) from None
+    if commit_.endswith("+") and at != recorded:
+        raise Refused(f"trained from uncommitted code that commit {base} does not hold "
+                      f"({sorted(k for k in recorded if at.get(k) != recorded[k])[:3]})")
+    specs = _twin_specs(nets)
+    log(f"[networks] {len(nets)} network(s) trained at {commit_}: {len(keys)} changed "
+        f"definition(s); twin trainings of {len(specs)} at smoke")
+    work = Path(tempfile.mkdtemp(prefix="networks-", dir=_work()))
+    t0, old_tree = time.perf_counter(), worktree(base)
+    procs = [_train_twin(old_tree, specs, work / "old"), _train_twin(PROJECT_ROOT, specs,
+                                                                     work / "new")]
+    try:
+        old = _twin_result(procs[0], old_tree, work / "old", "old")
+        new = _twin_result(procs[1], PROJECT_ROOT, work / "new", "new")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    differ = [i for i in old["weights"] if old["weights"][i] != new["weights"].get(i)]
+    if differ:
+        raise Refused(f"the twins trained other weights ({differ[:3]}): retrain and ship these "
+                      "networks (cflib networks ship)")
+    unrun = {}
+    for key in keys:
+        module = key.split("::", 1)[0]
+        new_path = PROJECT_ROOT / module
+        missing = unrun_changes(key, _git("show", f"{base}:{module}"),
+                                new_path.read_text() if new_path.exists() else "",
+                                old["coverage"].get(module, set()),
+                                new["coverage"].get(module, set()))
+        if missing:
+            unrun[key] = missing
+    if unrun:
+        raise Refused("changed training lines that did not run at smoke: " + "; ".join(
+            f"{k} ({', '.join(v[:2])})" for k, v in unrun.items()))
+    shutil.rmtree(work, ignore_errors=True)
+    pairs = {key: (recorded[key], key_digest(key, PROJECT_ROOT)) for key in keys}
+    return pairs, {"trained_at": commit_, "compared_with": base,
+                   "certified_commit": _commit_now(), "date": time.strftime("%Y-%m-%d"),
+                   "networks": [n for n, _, _ in nets], "trained_twins": [s["id"] for s in specs],
+                   "weights": new["weights"], "definitions": keys,
+                   "seconds": round(time.perf_counter() - t0)}
+
+
 def certify_networks(log=print) -> dict:
     """Certify the training-code changes since each shipped network was trained: for each
     commit that trained some of them, twin trainings at ``smoke`` (a worktree of that
@@ -602,88 +692,22 @@ def certify_networks(log=print) -> dict:
     training code run in its twin.  Writes ``networks/CERTIFICATES.json`` (the accepted
     ``[old, new]`` digests with their evidence) and returns it; a group whose twins
     disagree is named in ``refused``."""
-    from cflib import provenance as prov
-    from cflib.shipped import CERTIFICATES, manifest, shipped_root
+    from cflib.shipped import CERTIFICATES, shipped_root
 
     root = shipped_root()
     if root is None:
         raise Refused("no shipped networks (networks/MANIFEST.json) to certify")
-    groups: dict[str, list] = {}
-    for name, e in manifest().items():
-        changed = prov.changed_since(e.get("provenance"), certified={})
-        if changed:
-            commit_ = str(e["provenance"].get("commit", "unknown"))
-            groups.setdefault(commit_, []).append((name, e, changed))
     accepted: dict[str, set] = {}
     evidence, refused = [], []
-    for commit_, nets in sorted(groups.items()):
-        base = commit_.rstrip("+")
-        keys = sorted({k for _, _, ch in nets for k in ch})
-        recorded = {k: v for _, e, _ in nets for k, v in e["provenance"]["code"].items()
-                    if k in keys}
+    for commit_, nets in sorted(_network_groups().items()):
         try:
-            at = prov.training_code_at(list(recorded), base)
-        except ValueError as err:
-            refused.append(f"{commit_}: {err}")
-            continue
-        if commit_.endswith("+") and at != recorded:
-            refused.append(f"{commit_}: trained from uncommitted code that commit {base} does "
-                           f"not hold ({sorted(k for k in recorded if at.get(k) != recorded[k])[:3]})")
-            continue
-        specs, seen = [], set()
-        for name, e, _ in nets:
-            c = e["config"]
-            sig = (e["kind"], c.get("arch"), c.get("dataset"), c.get("cls") is None)
-            if sig in seen:
-                continue
-            seen.add(sig)
-            specs.append({"id": name, "kind": e["kind"], "dataset": c["dataset"],
-                          "cls": c.get("cls"), "arch": c.get("arch")})
-        log(f"[networks] {len(nets)} network(s) trained at {commit_}: {len(keys)} changed "
-            f"definition(s); twin trainings of {len(specs)} at smoke")
-        work = Path(tempfile.mkdtemp(prefix="networks-", dir=_work()))
-        t0 = time.perf_counter()
-        old_tree = worktree(base)
-        procs = [_train_twin(old_tree, specs, work / "old"), _train_twin(PROJECT_ROOT, specs,
-                                                                         work / "new")]
-        try:
-            old = _twin_result(procs[0], old_tree, work / "old", "old")
-            new = _twin_result(procs[1], PROJECT_ROOT, work / "new", "new")
+            pairs, proof = _certify_group(commit_, nets, log)
         except Refused as err:
             refused.append(f"{commit_}: {err}")
             continue
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-        differ = [i for i in old["weights"] if old["weights"][i] != new["weights"].get(i)]
-        if differ:
-            refused.append(f"{commit_}: the twins trained other weights ({differ[:3]}): "
-                           "retrain and ship these networks (cflib networks ship)")
-            continue
-        unrun = {}
-        for key in keys:
-            module = key.split("::", 1)[0]
-            old_text = _git("show", f"{base}:{module}")
-            new_path = PROJECT_ROOT / module
-            new_text = new_path.read_text() if new_path.exists() else ""
-            missing = unrun_changes(key, old_text, new_text,
-                                    old["coverage"].get(module, set()),
-                                    new["coverage"].get(module, set()))
-            if missing:
-                unrun[key] = missing
-        if unrun:
-            refused.append(f"{commit_}: changed training lines that did not run at smoke: "
-                           + "; ".join(f"{k} ({', '.join(v[:2])})" for k, v in unrun.items()))
-            continue
-        for key in keys:
-            accepted.setdefault(key, set()).add((recorded[key], key_digest(key, PROJECT_ROOT)))
-        evidence.append({"trained_at": commit_, "compared_with": base,
-                         "certified_commit": _commit_now(), "date": time.strftime("%Y-%m-%d"),
-                         "networks": [n for n, _, _ in nets], "trained_twins": [s["id"] for s in specs],
-                         "weights": new["weights"], "definitions": keys,
-                         "seconds": round(time.perf_counter() - t0)})
-        shutil.rmtree(work, ignore_errors=True)
+        for key, pair in pairs.items():
+            accepted.setdefault(key, set()).add(pair)
+        evidence.append(proof)
     out = {"format": FORMAT,
            "definitions": {k: sorted(list(p) for p in v) for k, v in sorted(accepted.items())},
            "evidence": evidence}

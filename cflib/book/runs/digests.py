@@ -329,6 +329,73 @@ def refuse_unmatched(chapters, results_root: Path = RESULTS_DIR,
                          + "; ".join(bad))
 
 
+def _compute_reasons(ch: Chapter, meta: dict, now: dict, folder: Path) -> list[str]:
+    """Why a chapter must be re-executed: its compute cells, a definition its compute ran
+    (format 3; every imported module whole in format 2), a shipped network, a data file
+    or its parameters changed (a certificate's accepted changes aside)."""
+    oc, nc, out = meta["inputs"]["compute"], now["compute"], []
+    if "definitions" in oc:
+        from cflib.book.runs.certificates import expected_source
+
+        source_changed = expected_source(ch, meta, folder) != nc["source"]
+    else:
+        source_changed = oc["source"] != nc["source"]
+    if source_changed:
+        out.append(f"the compute code of {rel(ch.path)} changed")
+    if "definitions" in oc:
+        out += compute_changes(ch, meta, folder)
+        out += _diff(oc.get("networks", {}), nc["networks"],
+                     lambda n: f"shipped network {n} changed")
+    else:                     # format 2: every cflib module the kernel imported, whole
+        out += _diff(oc["modules"], _module_digests(oc["modules"]))
+    for name, digest in nc["data"].items():      # absent data (a reader's clone) is no change
+        if digest != "missing" and oc["data"].get(name) != digest:
+            out.append(f"data file {name} changed")
+    if oc["params"] != nc["params"]:
+        out.append("parameters changed")
+    return out
+
+
+def _read_reasons(ch: Chapter, meta: dict, profile: str, results_root: Path) -> list[str]:
+    """Why a page must be re-rendered for what it read: a results file it read changed or
+    went, or a file its read patterns now match is new (a new sweep seed)."""
+    op, out = meta["inputs"]["presentation"], []
+    for name, sha in op["reads"].items():
+        where = (PROJECT_ROOT / name[len("project:"):] if name.startswith("project:")
+                 else Path(results_root) / name)
+        if (not where.exists() and not name.startswith("project:")
+                and any(fnmatch(name, pattern) for pattern in ch.external)):
+            where = RESULTS_DIR / name    # what no chapter makes: the run copied the book's
+        if not where.exists():
+            out.append(f"{name} (read by the page) is gone")
+        elif _sha(where) != sha:
+            out.append(f"{name} changed")
+    for pattern in ch.read_patterns(profile):
+        for f in sorted(Path(results_root).glob(pattern)):
+            name = str(f.relative_to(results_root))
+            if name not in op["reads"] and name not in meta.get("outputs", {}):
+                out.append(f"{name} is new")
+    return out
+
+
+def _presentation_reasons(ch: Chapter, meta: dict, now: dict, folder: Path) -> list[str]:
+    """Why a page must be re-rendered for its code: its presentation cells, a definition
+    they ran (format 3; modules in format 2) or its certificate changed."""
+    op, np_, out = meta["inputs"]["presentation"], now["presentation"], []
+    if op["source"] != np_["source"]:
+        out.append(f"the presentation code of {rel(ch.path)} changed")
+    if "definitions" in op:
+        out += _diff(op["definitions"], definition_digests(op["definitions"]))
+    else:
+        out += _diff(op["modules"], _module_digests(op["modules"]))
+    if "certificate" in meta and Path(folder).resolve() == CHAPTER_DIR.resolve():
+        from cflib.book.runs.certificates import certificate_digest
+
+        if meta["certificate"] != certificate_digest(ch.name):
+            out.append(f"its certificate (book/certificates/{ch.name}.json) changed")
+    return out
+
+
 def staleness(chapter: str | Chapter, params: dict | None = None,
               folder: Path = CHAPTER_DIR, results_root: Path = RESULTS_DIR) -> Staleness:
     """What the executed notebook of ``chapter`` in ``folder`` needs (the book's run by
@@ -341,6 +408,20 @@ def staleness(chapter: str | Chapter, params: dict | None = None,
         out.compute.append(f"{rel(path)} does not exist" if not path.exists()
                            else f"{rel(path)} has no record of its inputs")
         return out
+    if meta.get("format") not in FORMATS:
+        out.compute.append(f"{rel(path)} was recorded by an older cflib (no compute and "
+                           "presentation record)")
+        return out
+    out.outputs = check_outputs(ch, results_root, folder)
+    params = params or check(ch, run_params(ch, BOOK_RUN))
+    oc = meta["inputs"]["compute"]
+    now = input_digests(ch, params, list(oc["data"]), networks=list(oc.get("networks", {})))
+    out.compute = _compute_reasons(ch, meta, now, folder)
+    out.presentation = (_presentation_reasons(ch, meta, now, folder)
+                        + _read_reasons(ch, meta, params["profile"], results_root))
+    if meta["inputs"].get("prose") != now["prose"]:
+        out.prose.append(f"the prose of {ch.name} changed")
+    return out
     if meta.get("format") not in FORMATS:
         out.compute.append(f"{rel(path)} was recorded by an older cflib (no compute and "
                            "presentation record)")

@@ -164,28 +164,48 @@ def prepare(chapter: str, profile: str = "standard", device: str = "cpu", train_
         d.mkdir(parents=True, exist_ok=True)
         if not os.access(d, os.W_OK):
             raise PermissionError(f"cannot write into {d}; choose another folder")
-    previous = None
-    if mode == "render":
-        previous = notebook_record(ch, nb_dir)
-        if not previous or previous.get("format") not in FORMATS:
-            raise ValueError(f"{ch.name} has no full run to re-render from in {rel(nb_dir)}; "
-                             f"execute it (make chapter NB={ch.name})")
-        bad = check_outputs(ch, res_dir, nb_dir)
-        if bad:
-            raise ValueError(f"cannot re-render {ch.name}: " + "; ".join(bad))
-        changed = staleness(ch, params, nb_dir, res_dir).compute
-        if changed:
-            raise ValueError(f"cannot re-render {ch.name}: its compute changed since its last "
-                             f"full run ({'; '.join(changed[:3])}); execute it (make chapter "
-                             f"NB={ch.name})")
+    previous = _last_full_run(ch, params, nb_dir, res_dir) if mode == "render" else None
     work = Path(tempfile.mkdtemp(prefix=f"{ch.name}-", dir=scratch()))
     results = work / "results"
     results.mkdir()
-    copied = set()
-    names = []
+    copied = _copy_inputs(ch, params, res_dir, previous, results)
+    nb = to_notebook(ch, render=mode == "render")
+    add_tracing(nb, render=mode == "render")
+    probe = nbformat.v4.new_code_cell(PROBE)
+    probe.metadata["tags"] = ["cflib-probe"]
+    nb.cells.append(probe)
+    nbformat.write(nb, work / f"{ch.name}.ipynb")
+    return ChapterRun(ch, params, mode, env_threads(), nb_dir, res_dir, work,
+                      frozenset(copied), previous)
+
+
+def _last_full_run(ch: Chapter, params: dict, nb_dir: Path, res_dir: Path) -> dict:
+    """The record of the chapter's last full run, which a re-render renders from: refused
+    when there is none, when its outputs no longer match it, or when its compute changed
+    since."""
+    previous = notebook_record(ch, nb_dir)
+    if not previous or previous.get("format") not in FORMATS:
+        raise ValueError(f"{ch.name} has no full run to re-render from in {rel(nb_dir)}; "
+                         f"execute it (make chapter NB={ch.name})")
+    bad = check_outputs(ch, res_dir, nb_dir)
+    if bad:
+        raise ValueError(f"cannot re-render {ch.name}: " + "; ".join(bad))
+    changed = staleness(ch, params, nb_dir, res_dir).compute
+    if changed:
+        raise ValueError(f"cannot re-render {ch.name}: its compute changed since its last "
+                         f"full run ({'; '.join(changed[:3])}); execute it (make chapter "
+                         f"NB={ch.name})")
+    return previous
+
+
+def _copy_inputs(ch: Chapter, params: dict, res_dir: Path, previous: dict | None,
+                 results: Path) -> set[str]:
+    """Copy into the run's scratch ``results`` what the chapter reads (from the run's own
+    results; what no chapter makes, the benchmark's files, from the book's when the run's
+    folder lacks them) and, for a re-render, its last full run's outputs; returns their
+    names."""
+    copied, names = set(), []
     for pattern in ch.read_patterns(params["profile"]):
-        # from the run's own results; what no chapter makes (the benchmark's
-        # performance.csv) from the book's results when the run's folder lacks it
         src_dir = res_dir
         if pattern in ch.external and not any(res_dir.glob(pattern)):
             from cflib.book.runs.paths import RESULTS_DIR
@@ -198,14 +218,7 @@ def prepare(chapter: str, profile: str = "standard", device: str = "cpu", train_
         (results / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src_dir / name, results / name)
         copied.add(str(name))
-    nb = to_notebook(ch, render=mode == "render")
-    add_tracing(nb, render=mode == "render")
-    probe = nbformat.v4.new_code_cell(PROBE)
-    probe.metadata["tags"] = ["cflib-probe"]
-    nb.cells.append(probe)
-    nbformat.write(nb, work / f"{ch.name}.ipynb")
-    return ChapterRun(ch, params, mode, env_threads(), nb_dir, res_dir, work,
-                      frozenset(copied), previous)
+    return copied
 
 
 def execute(run: ChapterRun) -> tuple[Path, float]:
@@ -249,6 +262,30 @@ def _written(run: ChapterRun) -> list[str]:
                   if f.is_file() and str(f.relative_to(run.results)) not in run.copied)
 
 
+def _provenance(run: ChapterRun, seconds: float, when: str) -> tuple[str, dict]:
+    """The page's provenance line (when, from which commit and how its numbers were
+    computed; for a re-render of the book's run, what its certificate certified since)
+    and the record of the computation (``computed``)."""
+    ch, params, prev = run.chapter, run.params, run.previous or {}
+    if run.mode == "render":
+        computed = prev.get("computed", {})
+        provenance = (f"*This page's numbers were computed on {computed.get('date', '?')} from "
+                      f"commit `{computed.get('commit', '?')}` of the project, "
+                      f"{describe(params)} ({_threads(computed.get('threads', run.threads))}), "
+                      f"in {computed.get('seconds', 0) / 60:.1f} minutes; the page was "
+                      f"rendered from them on {when} (commit `{commit()}`).*")
+        if run.nb_dir.resolve() == CHAPTER_DIR.resolve():
+            provenance += certificate_line(ch.name, prev)
+    else:
+        computed = {"date": when, "commit": commit(), "seconds": round(seconds),
+                    "threads": run.threads}
+        provenance = (f"*This page was executed on {when} from commit `{commit()}` of the "
+                      f"project, {describe(params)} ({_threads(run.threads)}), in "
+                      f"{seconds / 60:.1f} minutes.*")
+    provenance += (f" *Code: `notebooks/{ch.source}`; re-run: `make chapter NB={ch.name}`.*")
+    return provenance, computed
+
+
 def record(run: ChapterRun, executed: Path, seconds: float):
     """The executed notebook made into the page: cleaned, its compute cells restored (a
     render), its discussion filled, this machine's paths scrubbed, and the record of its
@@ -261,22 +298,7 @@ def record(run: ChapterRun, executed: Path, seconds: float):
     prev = run.previous or {}
     if run.mode == "render":
         restore_compute_cells(nb, ch, nbformat.read(run.final, as_version=4))
-        computed = prev.get("computed", {})
-        provenance = (f"*This page's numbers were computed on {computed.get('date', '?')} from "
-                      f"commit `{computed.get('commit', '?')}` of the project, "
-                      f"{describe(params)} ({_threads(computed.get('threads', run.threads))}), "
-                      f"in {computed.get('seconds', 0) / 60:.1f} minutes; the page was "
-                      f"rendered from them on {when} (commit `{commit()}`).*")
-    else:
-        computed = {"date": when, "commit": commit(), "seconds": round(seconds),
-                    "threads": run.threads}
-        provenance = (f"*This page was executed on {when} from commit `{commit()}` of the "
-                      f"project, {describe(params)} ({_threads(run.threads)}), in "
-                      f"{seconds / 60:.1f} minutes.*")
-    book_run = run.nb_dir.resolve() == CHAPTER_DIR.resolve()
-    if run.mode == "render" and book_run:
-        provenance += certificate_line(ch.name, prev)
-    provenance += (f" *Code: `notebooks/{ch.source}`; re-run: `make chapter NB={ch.name}`.*")
+    provenance, computed = _provenance(run, seconds, when)
     reported = clean(nb, ch, params, provenance)
     try:
         fill_discussion(nb, ch, run.results)
@@ -300,7 +322,7 @@ def record(run: ChapterRun, executed: Path, seconds: float):
                             "commit": commit(), "date": when, "seconds": round(seconds),
                             "threads": run.threads, "params": params, "computed": computed,
                             "inputs": inputs, "outputs": outputs}
-    if book_run:
+    if run.nb_dir.resolve() == CHAPTER_DIR.resolve():          # the book's run
         nb.metadata["cflib"]["certificate"] = (certificate_digest(ch.name)
                                                if run.mode == "render" else "")
     return nb, outputs
