@@ -33,7 +33,8 @@ SKELETON = "<module>"
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 __all__ = ["strip_docstrings", "digest", "definitions", "Unit", "ModuleCode", "module_code",
-           "unit_digests", "key_digest", "key_lines", "SKELETON", "PACKAGE", "CHECKOUT"]
+           "unit_digests", "key_digest", "key_lines", "unit_shapes", "SKELETON", "PACKAGE",
+           "CHECKOUT"]
 
 
 def strip_docstrings(tree: ast.AST) -> ast.AST:
@@ -238,3 +239,31 @@ def key_lines(text: str, name: str) -> tuple[int, int] | None:
                         return (k.lineno, v.end_lineno)
             return (node.lineno, node.end_lineno)
     return None
+
+
+def _anonymous(node: ast.AST) -> str:
+    import copy
+
+    node = copy.deepcopy(node)
+    node.name = "_"
+    return digest(node)
+
+
+def unit_shapes(text: str) -> dict[str, str]:
+    """``{digest of the unit with its name left out: unit name}`` of a module's units (a
+    unit moved to another module, or renamed, keeps this digest)."""
+    try:
+        tree = strip_docstrings(ast.parse(text))
+    except SyntaxError:
+        return {}
+    out = {}
+
+    def walk(body, prefix):
+        for node in body:
+            if isinstance(node, _DEFS):
+                out[_anonymous(node)] = prefix + node.name
+            elif isinstance(node, ast.ClassDef):
+                walk(node.body, f"{prefix}{node.name}.")
+
+    walk(tree.body, "")
+    return out

@@ -547,7 +547,7 @@ def test_cflib_bench_writes_where_the_user_is_by_default(tmp_path, monkeypatch):
     main(["bench", "--method", "tests.fixtures.toy:Toy"])
     assert ran == [(tmp_path / "cflib-bench" / "Toy-smoke").resolve()]
     assert (tmp_path / "cflib-bench" / "Toy-smoke" / "comparison.html").exists()
-    assert not (compare_mod.PROJECT_ROOT / "cflib-bench" / "Toy-smoke").exists()
+    assert not (PROJECT_ROOT / "cflib-bench" / "Toy-smoke").exists()
 
 
 def test_cflib_list_names_the_bench_tables_and_the_catalog(capsys):

@@ -64,13 +64,10 @@ this one): ``page=`` takes the renderer, :func:`cflib.book.report.bench_page` (t
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 import json
 import logging
-import math
 import re
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, is_dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Callable
@@ -80,22 +77,26 @@ import torch
 
 import cflib
 from cflib.bench import catalog
-from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT, check_pair, n_classes, pair_label
-from cflib.bench.folders import RESULTS_DIR, check_name, check_output_dir
+from cflib.bench.book_rows import (  # noqa: F401  # noqa: F401
+    REFERENCE_RTOL,
+    book_rows,
+    committed_rows,
+    measured_with,
+    reference_gap,
+)
+from cflib.bench.data import DATASET_TITLES, check_pair, n_classes, pair_label
+from cflib.bench.folders import check_name, check_output_dir
+from cflib.bench.methods import Method, MethodError, entry, probe, resolve_method  # noqa: F401
 from cflib.bench.profiles import Profile, get_profile, normalised
 from cflib.bench.results import (
-    CELL,
     CLASSIFIER,
-    read_results,
     tidy,
 )
 from cflib.bench.seeds import Seeds
 from cflib.bench.tables.registry import TableSpec, as_seeds, bench_tables
-from cflib.explainers import Explainer, from_function, records
+from cflib.explainers import records
 from cflib.io import atomic_write
-from cflib.metrics.spec import get_spec
 from cflib.names import unknown_name
-from cflib.scopes import seeded
 
 log = logging.getLogger("cflib")
 
@@ -103,371 +104,15 @@ log = logging.getLogger("cflib")
 #: where a comparison writes by default: ``./cflib-bench/<method>-<profile>/`` of the current
 #: folder (where the user is, never inside the library's clone)
 BENCH_DIR = Path("cflib-bench")
-#: relative difference up to which this run's reference rows count as the book's
-REFERENCE_RTOL = 1e-4
 #: the version of the ``<results_name>.json`` file :meth:`Comparison.save` writes
 SCHEMA = 1
 _KIND = "cflib.bench.Comparison"
 records.LOADERS[_KIND] = "cflib.bench.compare.Comparison.load(folder, name)"
 
 
-class MethodError(RuntimeError):
-    """A user's method failed while a table ran it (building, fitting or explaining); the
-    message names the method, the table and the pair, and the cause is chained."""
-
-
 #: the tables of :func:`compare`, by key (their specs: :mod:`cflib.bench.tables.registry`,
 #: a view per classifier where a table explains several)
 TABLES: dict[str, TableSpec] = bench_tables()
-
-
-# -- the method ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Method:
-    """A user's method as :func:`compare` builds it: its name (the results' ``method``),
-    its explainer class, its checked config and how it was given."""
-
-    name: str
-    cls: type[Explainer]
-    config: object
-    given: str
-
-    def build(self, classifier) -> Explainer:
-        return self.cls(classifier, self.config)
-
-
-def _import_path(path: str):
-    """The object ``"package.module:Name"`` names; a ValueError names what is missing."""
-    if path.count(":") != 1 or not all(path.split(":")):
-        raise ValueError(f"method {path!r}: an import path is 'package.module:Name' (e.g. "
-                         "'mypkg.mymodule:MyExplainer')")
-    module, attr = path.split(":")
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        if err.name and (module == err.name or module.startswith(err.name + ".")):
-            raise ValueError(f"method {path!r}: no module named {err.name!r} (is it on "
-                             "sys.path? PYTHONPATH, and for cflib bench the current folder, "
-                             "are searched)") from None
-        raise ValueError(f"method {path!r}: importing module {module!r} failed: {err}") from err
-    obj = mod
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            names = [n for n in dir(mod) if not n.startswith("_")]
-            raise ValueError(f"method {path!r}: module {module!r} has no attribute {part!r} "
-                             f"(it defines {names[:12]}{'...' if len(names) > 12 else ''})")
-        obj = getattr(obj, part)
-    return obj
-
-
-def _name_of(cls: type[Explainer]) -> str:
-    """The method's name: ``name`` set on the class (or on a base class of the user's),
-    else the class's own name (a name inherited from one of cflib's classes is not
-    the user's method's)."""
-    for c in cls.__mro__:
-        if "name" in c.__dict__:
-            if c is cls or not c.__module__.startswith("cflib."):
-                return c.__dict__["name"]
-            break
-    return cls.__name__
-
-
-def resolve_method(method, config: dict | None = None) -> Method:
-    """``method`` (a class, a ``"package.module:Name"`` path or a function) and its
-    ``config`` as a :class:`Method`; every error names the method and the fix."""
-    given = method
-    if isinstance(method, str):
-        method = _import_path(method)
-    if isinstance(method, Explainer):
-        raise TypeError(f"method {given!r} is an explainer already built (with its own "
-                        "classifier); pass its class: compare builds it with each table's "
-                        "classifier")
-    if isinstance(method, type):
-        if not issubclass(method, Explainer):
-            raise TypeError(f"method {given!r} is the class {method.__qualname__}, not a "
-                            "subclass of cflib.explainers.Explainer (or pass a function "
-                            "fn(model, x, target) -> x_cf)")
-        cls = method
-    elif callable(method):
-        cls = from_function(method, name=getattr(method, "__name__", None))
-    else:
-        raise TypeError(f"method must be an Explainer subclass, an import path "
-                        f"'package.module:Name' or a function fn(model, x, target) -> x_cf; "
-                        f"got {type(method).__name__} {method!r}")
-    name = _name_of(cls)
-    if name in catalog.CATALOG:
-        raise ValueError(f"method {given!r} is called {name!r}, a row of the book's own; set "
-                         f"name = '...' on {cls.__qualname__} to name your method otherwise")
-    config = {} if config is None else config
-    if not isinstance(config, dict) or not all(isinstance(k, str) for k in config):
-        raise TypeError(f"config of {name} must be a dict of its config's fields, got "
-                        f"{config!r}")
-    if not (isinstance(cls.Config, type) and is_dataclass(cls.Config)):
-        raise TypeError(f"{name}.Config must be a frozen dataclass of its arguments (a "
-                        "subclass of cflib.explainers.ExplainerConfig)")
-    known = [f.name for f in fields(cls.Config)]
-    unknown = sorted(set(config) - set(known))
-    if unknown:
-        raise TypeError(f"{name} has no argument(s) {unknown}; its config "
-                        f"{cls.Config.__name__} takes {sorted(known)}")
-    cfg = cls.Config(**config)        # the class's own checks (ValueError, ...)
-    how = (f"import path {given!r}" if isinstance(given, str)
-           else f"{'class' if isinstance(given, type) else 'function'} "
-                f"{getattr(given, '__module__', '?')}.{getattr(given, '__qualname__', given)}")
-    return Method(name, cls, cfg, how)
-
-
-def _probe(method: Method, table: TableSpec) -> None:
-    with seeded(0):            # the stand-in's initialisation: the global RNG restored
-        clf = table.stand_in(table.model)
-        try:
-            ex = method.build(clf)
-        except Exception as err:
-            err.add_note(f"(raised while building {method.name} as {method.cls.__qualname__}"
-                         f"(classifier, config) on the {table.key} table's classifier "
-                         "architecture, untrained, before any network is trained)")
-            raise
-    if not isinstance(ex, Explainer):
-        raise TypeError(f"{method.cls.__qualname__}(classifier, config) returned "
-                        f"{type(ex).__name__}, not an explainer")
-
-
-def _untouched(classifier, before: str, name: str, where: str, when: str) -> None:
-    """A :class:`MethodError` when the method changed the weights (or buffers) of the
-    classifier it explains: every later row and the judges are measured with it."""
-    from cflib.cache import fingerprint
-
-    now = fingerprint(classifier)
-    if now != before:
-        raise MethodError(f"{name} changed the weights of the classifier it explains, in place, "
-                          f"{when} on {where} (fingerprint {before} became {now}); the rows "
-                          "that follow and the book's reference rows are measured with that "
-                          "classifier, so the run stops here.  A method must leave the model "
-                          "it explains as it found it: change a copy (copy.deepcopy) instead")
-
-
-def _guard(ex: Explainer, name: str, where: str, classifier=None,
-           before: str | None = None) -> Explainer:
-    """``ex`` whose explain re-raises any failure as a :class:`MethodError` naming the
-    method and ``where`` (the table and pair), and, given the ``classifier`` and its
-    fingerprint ``before``, refuses a method that changed the classifier's weights."""
-    explain = ex.explain
-
-    def guarded(*args, **kwargs):
-        try:
-            out = explain(*args, **kwargs)
-        except Exception as err:
-            raise MethodError(f"{name} failed on {where}: {type(err).__name__}: {err}") from err
-        if classifier is not None:
-            _untouched(classifier, before, name, where, "while explaining")
-        return out
-
-    ex.explain = guarded
-    return ex
-
-
-def _fit(ex: Explainer, name: str, where: str, x_query, x_target, pair) -> Explainer:
-    params = inspect.signature(ex.fit).parameters
-    takes_pair = "pair" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
-    try:
-        out = ex.fit(x_query, x_target, pair=pair) if takes_pair else ex.fit(x_query, x_target)
-    except Exception as err:
-        raise MethodError(f"{name} failed to fit on {where}: {type(err).__name__}: {err} "
-                          "(a method with needs_fit is fitted with fit(x_query, x_target"
-                          "[, pair=(query, target)]))") from err
-    ex = out if isinstance(out, Explainer) else ex
-    if not ex.fitted:
-        raise MethodError(f"{name}.fit on {where} left it unfitted: a method with needs_fit "
-                          "holds what it learned in its fit_record (a FitRecord) when fit "
-                          "returns")
-    return ex
-
-
-def _entry(method: Method, table: TableSpec) -> catalog.Entry:
-    """The catalog entry of the user's method for one table's run."""
-    def build(r: catalog.Request) -> Explainer:
-        if table.per_pair:
-            q, t = r.need_pair(method.name)
-            where = f"table {table.key}, pair {q}->{t}"
-        else:
-            where = f"table {table.key}"
-        from cflib.cache import fingerprint
-
-        before = fingerprint(r.classifier)
-        try:
-            ex = method.build(r.classifier)
-        except Exception as err:
-            raise MethodError(f"{method.name} could not be built on {where}: "
-                              f"{type(err).__name__}: {err}") from err
-        _untouched(r.classifier, before, method.name, where, "when built")
-        if ex.needs_fit:
-            n = r.sizes.c3lt_subset
-            xq = r.class_images(method.name, q, n, r.seeds("c3lt")).to(r.device)
-            xt = r.class_images(method.name, t, n, r.seeds("c3lt_target_draw")).to(r.device)
-            ex = _fit(ex, method.name, where, xq, xt, (q, t))
-            _untouched(r.classifier, before, method.name, where, "while fitting")
-        return _guard(ex, method.name, where, r.classifier, before)
-
-    return catalog.Entry(method.name, method.cls, table.per_pair, build, table.kind,
-                         searches=True)
-
-
-# -- the book's rows beside the method -------------------------------------------------------
-def _rel(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(PROJECT_ROOT.resolve()))
-    except ValueError:
-        return str(path)
-
-
-def reference_gap(own: pd.DataFrame, book: pd.DataFrame,
-                  references=("Original Data", "Query (unchanged)")) -> tuple[float, str]:
-    """The largest relative difference between this run's reference rows and the book's
-    on the same cells (every metric but time), and where it is (NaN: no common cell)."""
-    keys = [c for c in CELL if c != "dataset"] + (["repeat"] if "repeat" in own.columns
-                                                  and "repeat" in book.columns else [])
-    pick = lambda d: d[d["method"].isin(references) & (d["aggregate"] == "")]  # noqa: E731
-    a = pick(own).groupby(keys, dropna=False)["value"].mean()
-    b = pick(book).groupby(keys, dropna=False)["value"].mean()
-    common = [k for k in a.index.intersection(b.index)
-              if not _timing(k[keys.index("metric")])]
-    if not common:
-        return math.nan, "no common cell"
-    worst, where = 0.0, ""
-    for k in common:
-        x, y = float(a[k]), float(b[k])
-        if math.isnan(x) and math.isnan(y):
-            continue
-        gap = abs(x - y) / max(abs(x), abs(y), 1e-6) if not (math.isnan(x) or math.isnan(y)) \
-            else math.inf
-        if gap > worst:
-            cell = dict(zip(keys, k))
-            worst, where = gap, " ".join(str(cell[c]) for c in ("method", "pair", "metric")
-                                         if cell.get(c))
-    return worst, where
-
-
-def _timing(metric: str) -> bool:
-    try:
-        return get_spec(metric).timing
-    except ValueError:
-        return False
-
-
-def measured_with(networks: list[dict]) -> str:
-    """One sentence: which measuring networks (:data:`cflib.bench.networks.MEASURING_KINDS`)
-    a run used, shipped with the book or trained here (``networks``: the records of
-    :func:`cflib.cache.networks_used`; empty: not recorded)."""
-    from cflib.bench.networks import MEASURING_KINDS
-
-    mine = [n for n in networks if n["kind"] in MEASURING_KINDS]
-    if not mine:
-        return ""
-    shipped = [n for n in mine if n["origin"] == "shipped"]
-    other = [n for n in mine if n["origin"] != "shipped"]
-    if not other:
-        return (f"Measured with the book's shipped networks ({len(shipped)}: the classifier, "
-                "the IM autoencoders, the feature network and the judges of networks/).")
-    kinds = ", ".join(sorted({n["kind"] for n in other}))
-    return (f"Measured with {len(other)} of {len(mine)} networks not shipped with the book "
-            f"but trained on this machine or loaded from its cache ({kinds})"
-            + (f", and {len(shipped)} shipped ones." if shipped else "."))
-
-
-def committed_rows(table: TableSpec, profile: Profile, seeds: Seeds,
-                   n_images: int | None, pairs: list[str], folder=None):
-    """The book's committed rows of ``table`` that may stand beside a run at ``profile``,
-    ``seeds`` and ``n_images`` on ``pairs``, before the run (everything but the equality of
-    the reference rows): ``(rows or None, where they come from, why not)``."""
-    folder = Path(folder) if folder is not None else RESULTS_DIR
-    path = folder / f"{table.chapter}.csv"
-    # the file as a reader knows it: the committed one by its path, another by its name
-    # (a chapter's run reads a copy in a scratch folder)
-    shown = (_rel(path) if folder.resolve() == RESULTS_DIR.resolve()
-             else f"{path.name} (the {table.chapter} chapter's results)")
-    if not path.exists():
-        return None, shown, (f"The book's rows of this table are not shown: no {shown} was "
-                             f"found, which cflib chapter {table.chapter} --profile "
-                             f"{profile.name} writes")
-    df = read_results(path)
-    df = df[(df["dataset"] == table.dataset) & (df["model"] == table.model)]
-    df = df[df["method"] != CLASSIFIER]
-    if df.empty:
-        return None, shown, f"The book's rows are not shown: {shown} has no row of this table"
-    profiles = sorted(set(df["profile"]))
-    if profiles != [profile.name]:
-        return None, shown, (f"The book's rows ({shown}) are at profile "
-                             f"{', '.join(profiles)}; this run is at {profile.name}, whose "
-                             "networks and sizes differ")
-    theirs = sorted({(int(a), int(b)) for a, b in zip(df["train_seed"], df["data_seed"])})
-    if theirs != [(seeds.train, seeds.data)]:
-        return None, shown, (f"The book's rows ({shown}) are of training / data seeds "
-                             f"{theirs}; this run's are ({seeds.train}, {seeds.data})")
-    default = table.n_images(profile)
-    if n_images is not None and n_images != default:
-        return None, shown, (f"The book's rows ({shown}) use the profile's {default} queries; "
-                             f"this run uses {n_images}")
-    missing = [p for p in pairs if p not in set(df["pair"])]
-    if missing:
-        return None, shown, f"The book's rows ({shown}) have no pair {', '.join(missing)}"
-    if pairs:
-        df = df[df["pair"].isin(pairs) & (df["aggregate"] == "")]
-    return df, shown, ""
-
-
-def book_rows(table: TableSpec, own: pd.DataFrame, profile: Profile, seeds: Seeds,
-              n_images: int | None, pairs: list[str], folder=None,
-              networks: list[dict] | None = None, computed=()):
-    """The book's committed rows of ``table`` that can stand beside this run's, with a
-    sentence saying where they come from or why none do: ``(rows or None, note, gap)``.
-
-    They are read from ``folder/<book_name>.csv`` (default: the committed ``results/``)
-    only when made at this run's profile and seeds, with the profile's query count and
-    every pair asked for (:func:`committed_rows`), and when their reference rows equal
-    this run's (relative difference at most :data:`REFERENCE_RTOL`, every metric but
-    time).  ``computed``: the book's methods this run computed itself (where the committed
-    rows cannot stand), named in the note."""
-    if computed:
-        mine = (f"the book's methods ({len(computed)} rows: {', '.join(computed)}) were run "
-                f"here at profile {profile.name} beside it, on the same queries and "
-                "networks: they are this run's rows, not the book's committed ones")
-    else:
-        mine = ("only this run's own reference rows (Original Data, Query (unchanged)) "
-                "stand beside it")
-    df, shown, why = committed_rows(table, profile, seeds, n_images, pairs, folder)
-    if df is None:
-        return None, f"{why}, so {mine}.", None
-    gap, where = reference_gap(own, df, table.references)
-    if not gap <= REFERENCE_RTOL:
-        why = ("they share no cell with this run's" if math.isnan(gap) else
-               f"the largest relative difference is {gap:.2g}, on {where}")
-        return None, (f"The book's rows ({shown}) are not shown: their reference rows "
-                      f"differ from this run's ({why}): {_cause(networks)}; {mine}."), gap
-    return df, (f"The book's rows come from {shown} (profile {profile.name}, training "
-                f"seed {seeds.train}, data seed {seeds.data}); this run's reference rows "
-                f"equal them (largest relative difference {gap:.1g}, every metric but time), "
-                "so the method ran on the book's networks and queries."), gap
-
-
-def _cause(networks: list[dict] | None) -> str:
-    """Why this run's reference rows differ from the book's, as far as the run knows."""
-    from cflib.bench.networks import MEASURING_KINDS
-
-    mine = [n for n in (networks or []) if n["kind"] in MEASURING_KINDS]
-    other = sorted({n["kind"] for n in mine if n["origin"] != "shipped"})
-    if other:
-        return ("this run measured with networks that are not the book's shipped ones ("
-                + ", ".join(other) + ": trained on this machine or loaded from its cache, "
-                "e.g. with CFLIB_SHIPPED=off or for a pair the book does not run), and a "
-                "network trained on another machine or thread count differs in its last "
-                "bits")
-    if mine:
-        return ("this run measured with the book's shipped networks, so the difference "
-                "comes from the computation itself (another CPU kind, another thread count "
-                "than the book's one, another device) or from code changed since the "
-                "book's run")
-    return ("this run's networks or queries are not the book's, or the file was written "
-            "by other code")
 
 
 # -- what a comparison holds -----------------------------------------------------------------
@@ -779,7 +424,7 @@ class Plan:
                     else [])
         # the method first (on each pair): a method that fails, fails before the reference
         # rows are scored (each row is seeded alike, in any order)
-        with catalog.extended(_entry(self.method, table)):
+        with catalog.extended(entry(self.method, table)):
             args = table.args(self.profile, self.seeds, self.device,
                               [name, *table.references, *computed],
                               self.pairs.get(table.key) or None, n_images=self.n_images)
@@ -846,7 +491,7 @@ def prepare(method, tables=("c3lt-mnist",), profile="smoke", config: dict | None
                              f"pair; the table {t.key} has no pairs (a target per query): run "
                              "it on the C3LT tables, or fit nothing (needs_fit = False)")
     for kind in dict.fromkeys((t.kind, t.model) for t in tabs):
-        _probe(m, next(t for t in tabs if (t.kind, t.model) == kind))
+        probe(m, next(t for t in tabs if (t.kind, t.model) == kind))
     for t in tabs:
         t.check_data([t.dataset])
     if not isinstance(book_methods, bool):

@@ -227,71 +227,84 @@ def shape_checks(means: pd.DataFrame, table: str, by: list[str] | None = None,
         key = key if isinstance(key, tuple) else (key,)
         vals = d.groupby(["method", "metric"], sort=False)["value"].mean()
         for e in exp.itertuples():
-            spec = get_spec(e.metric)
-            if (e.method, e.metric) not in vals:
-                continue
-            v = float(vals[(e.method, e.metric)])
-            other, w = (e.other or ""), math.nan
-            ci = (math.nan, math.nan)
-            significant = None
-            if e.relation == "best":
-                others = vals.xs(e.metric, level="metric").drop(e.method, errors="ignore")
-                if candidates is not None:
-                    others = others[others.index.isin(list(candidates))]
-                others = others.dropna()
-                if others.empty:
-                    continue
-                other = min(others.index, key=lambda m: spec.key(others[m]))
-                w = float(others[other])
-                holds = spec.better(v, w)
-            elif e.relation in ("at_least", "at_most"):
-                w = float(e.threshold)
-                holds = v >= w if e.relation == "at_least" else v <= w
-            else:
-                if (other, e.metric) not in vals:
-                    continue
-                w = float(vals[(other, e.metric)])
-                if e.relation == "better":
-                    holds = spec.better(v, w)
-                elif e.relation == "within":
-                    holds = abs(v - w) <= float(e.threshold)
-                else:  # paired
-                    if paired is None:
-                        continue
-                    a, b = paired(e.method, other, e.metric)
-                    stat = (rm.abs_nanmean if spec.higher_is_better is None
-                            else (lambda t: torch.nanmean(t, dim=-1)))
-                    c = rm.paired_bootstrap(a, b, n_boot, seed, stat=stat)
-                    ci = (c.low, c.high)
-                    sign = 1.0 if spec.higher_is_better else -1.0
-                    holds = bool(sign * c.estimate >= 0)
-                    # the interval excludes 0 (either way): a difference the data resolve
-                    significant = bool(c.low > 0 or c.high < 0)
-            matched, why = True, ""
-            if e.match:
-                matched, why = _match(vals, e.method, other, e.match)
-            holds = bool(holds) and matched   # an unmatched comparison never holds
-            verdict = ("not tested" if not matched else "holds" if holds else "fails")
-            if not matched:
-                why = "rows not matched: " + why
-            elif significant is False:
-                # the sign of the estimate is not a finding: neither holds nor fails
-                verdict, holds = "inconclusive", False
-                why = "the 95 % interval includes 0"
-            elif significant and not holds:
-                why = "the 95 % interval excludes 0, the other way"
-            shown = abs if spec.higher_is_better is None else float
-            rows.append({**dict(zip(by or [], key)), "expectation": _text(e),
-                         "metric": e.metric, "direction": spec.arrow, "method": e.method,
-                         "value": shown(v), "other": other, "other value": shown(w),
-                         "difference": (v - w) if e.relation != "paired" else c.estimate,
-                         "ci_low": ci[0], "ci_high": ci[1], "matched": matched,
-                         "holds": bool(holds), "significant": significant,
-                         "verdict": verdict, "why": why, "source": e.source})
+            got = _compare(e, vals, candidates, paired, n_boot, seed)
+            if got is not None:
+                rows.append({**dict(zip(by or [], key)), **_verdict(e, vals, *got)})
     cols = (by or []) + ["expectation", "metric", "direction", "method", "value", "other",
                          "other value", "difference", "ci_low", "ci_high", "matched", "holds",
                          "significant", "verdict", "why", "source"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def _compare(e, vals: pd.Series, candidates, paired, n_boot: int, seed: int):
+    """One expectation on one group's means: ``(value, other, other value, holds, (ci low,
+    high), significant, difference)``, or None where its rows are absent (or a paired
+    comparison has no per-query values)."""
+    spec = get_spec(e.metric)
+    if (e.method, e.metric) not in vals:
+        return None
+    v = float(vals[(e.method, e.metric)])
+    other, w, ci, significant = (e.other or ""), math.nan, (math.nan, math.nan), None
+    diff = None
+    if e.relation == "best":
+        others = vals.xs(e.metric, level="metric").drop(e.method, errors="ignore")
+        if candidates is not None:
+            others = others[others.index.isin(list(candidates))]
+        others = others.dropna()
+        if others.empty:
+            return None
+        other = min(others.index, key=lambda m: spec.key(others[m]))
+        w = float(others[other])
+        holds = spec.better(v, w)
+    elif e.relation in ("at_least", "at_most"):
+        w = float(e.threshold)
+        holds = v >= w if e.relation == "at_least" else v <= w
+    else:
+        if (other, e.metric) not in vals:
+            return None
+        w = float(vals[(other, e.metric)])
+        if e.relation == "better":
+            holds = spec.better(v, w)
+        elif e.relation == "within":
+            holds = abs(v - w) <= float(e.threshold)
+        else:  # paired
+            if paired is None:
+                return None
+            a, b = paired(e.method, other, e.metric)
+            stat = (rm.abs_nanmean if spec.higher_is_better is None
+                    else (lambda t: torch.nanmean(t, dim=-1)))
+            c = rm.paired_bootstrap(a, b, n_boot, seed, stat=stat)
+            ci, diff = (c.low, c.high), c.estimate
+            sign = 1.0 if spec.higher_is_better else -1.0
+            holds = bool(sign * c.estimate >= 0)
+            # the interval excludes 0 (either way): a difference the data resolve
+            significant = bool(c.low > 0 or c.high < 0)
+    return v, other, w, holds, ci, significant, (v - w) if diff is None else diff
+
+
+def _verdict(e, vals: pd.Series, v, other, w, holds, ci, significant, diff) -> dict:
+    """The row of a tested expectation: its verdict (a ``match`` condition its rows do
+    not meet: not tested; a paired interval that includes 0: inconclusive) and why."""
+    spec = get_spec(e.metric)
+    matched, why = True, ""
+    if e.match:
+        matched, why = _match(vals, e.method, other, e.match)
+    holds = bool(holds) and matched   # an unmatched comparison never holds
+    verdict = ("not tested" if not matched else "holds" if holds else "fails")
+    if not matched:
+        why = "rows not matched: " + why
+    elif significant is False:
+        # the sign of the estimate is not a finding: neither holds nor fails
+        verdict, holds = "inconclusive", False
+        why = "the 95 % interval includes 0"
+    elif significant and not holds:
+        why = "the 95 % interval excludes 0, the other way"
+    shown = abs if spec.higher_is_better is None else float
+    return {"expectation": _text(e), "metric": e.metric, "direction": spec.arrow,
+            "method": e.method, "value": shown(v), "other": other, "other value": shown(w),
+            "difference": diff, "ci_low": ci[0], "ci_high": ci[1], "matched": matched,
+            "holds": bool(holds), "significant": significant, "verdict": verdict, "why": why,
+            "source": e.source}
 
 
 def shape_checks_by_seed(per_seed: dict, table: str, by: list[str] | None = None,

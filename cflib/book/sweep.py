@@ -99,22 +99,21 @@ def _client(scheduler: str | None, n_workers: int | None):
     return Client(cluster), cluster
 
 
-def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
-              extra: dict | None = None, scheduler: str | None = None,
-              n_workers: int | None = None, retries: int = 2, root=SWEEP_DIR,
-              client=None, task=run_chapter_task, data_seed: int = 0) -> SweepResult:
-    """Run every (chapter, seed) as a Dask task and merge each chapter's seeds.
+#: where a sweep at another profile than the book's writes (never the committed results)
+OTHER_SWEEPS = PROJECT_ROOT / "_build" / "sweep"
 
-    Arguments are checked before anything is submitted.  ``client``: an existing
-    ``distributed.Client`` (else one is made: ``scheduler`` / ``CFLIB_SCHEDULER``, or a
-    ``LocalCluster`` of ``n_workers`` single-threaded workers).  ``task(chapter, seed,
-    profile, device, extra, data_seed)`` is what a worker runs (default: the chapter
-    through papermill); it returns a dict with ``tables`` and ``seconds``.  Results with
-    other parameters than the book's (``extra``, another device or data seed) go to a
-    folder of their own (:func:`cflib.book.spread.sweep_dir`), never over the book's.
-    """
-    from distributed import as_completed
 
+def sweep_root(profile: str, root=None) -> Path:
+    """The sweeps' folder: ``root`` when given; the book's ``results/sweep`` at the book's
+    profile, else ``_build/sweep`` (a sweep at another profile never writes a tracked
+    file)."""
+    if root is not None:
+        return Path(root)
+    return SWEEP_DIR if profile == BOOK_RUN["profile"] else OTHER_SWEEPS
+
+
+def _check_sweep(chapters, seeds, profile, device, extra, data_seed, scheduler):
+    """Every argument of a sweep, before anything is submitted: ``(chapters, seeds)``."""
     chapters = [chapters] if isinstance(chapters, str) else list(chapters)
     seeds = [int(s) for s in seeds]
     if not chapters or not seeds:
@@ -130,6 +129,74 @@ def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
             check(ch, {"profile": profile, **schema_run, "train_seed": s, **(extra or {})})
     if scheduler is None:
         env_scheduler()                      # a bad CFLIB_SCHEDULER fails before any work
+    return chapters, seeds
+
+
+def estimate(chapters, seeds, profile: str, workers: int) -> str:
+    """What the sweep will take, from each chapter's last full run at this profile (its
+    record's compute time); '' where no chapter recorded one."""
+    from cflib.book.runs.digests import notebook_record
+
+    per = {}
+    for ch in chapters:
+        computed = (notebook_record(ch) or {}).get("computed", {})
+        params = (notebook_record(ch) or {}).get("params", {})
+        if computed.get("seconds") and params.get("profile") == profile:
+            per[ch] = float(computed["seconds"])
+    if not per:
+        return ""
+    total = sum(per.values()) / len(per) * len(chapters) * len(seeds)
+    wall = total / max(1, min(workers, len(chapters) * len(seeds)))
+    return (f"about {wall / 60:.0f} min on {workers} worker(s) ({len(chapters) * len(seeds)} "
+            f"tasks; each chapter's last run at {profile} computed in "
+            + ", ".join(f"{k} {v / 60:.0f} min" for k, v in per.items())
+            + "; a seed whose networks are not cached trains them too)")
+
+
+def _collect(client, futures: dict, result: "SweepResult", profile: str, root: Path,
+             key: dict, extra: dict | None, device: str) -> None:
+    """Each finished task's tables written and recorded; a failed one reported, the rest
+    kept."""
+    from distributed import as_completed
+
+    for fut in as_completed(list(futures)):
+        ch, s = futures[fut]
+        try:
+            out = fut.result()
+        except Exception as err:  # reported, never lost silently; the rest is kept
+            msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            result.failures.append({"chapter": ch, "seed": s, "error": msg})
+            log.warning("sweep: %s seed %d failed: %s", ch, s, msg)
+            continue
+        d = sweep_dir(ch, profile, root, key) / f"seed{s}"
+        written = [write_table(df, d / name) for name, df in out["tables"].items()]
+        record_written(written, f"cflib sweep {ch} --seeds {s} --profile {profile}"
+                       + "".join(f" -p {k} {v}" for k, v in (extra or {}).items())
+                       + (f" --device {device}" if device != "cpu" else ""),
+                       Path(root).parent)
+        result.task_seconds[(ch, s)] = out["seconds"]
+        log.info("sweep: %s seed %d done in %.0f s", ch, s, out["seconds"])
+
+
+def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
+              extra: dict | None = None, scheduler: str | None = None,
+              n_workers: int | None = None, retries: int = 2, root=None,
+              client=None, task=run_chapter_task, data_seed: int = 0) -> SweepResult:
+    """Run every (chapter, seed) as a Dask task and merge each chapter's seeds.
+
+    Arguments are checked before anything is submitted.  ``client``: an existing
+    ``distributed.Client`` (else one is made: ``scheduler`` / ``CFLIB_SCHEDULER``, or a
+    ``LocalCluster`` of ``n_workers`` single-threaded workers).  ``task(chapter, seed,
+    profile, device, extra, data_seed)`` is what a worker runs (default: the chapter
+    through papermill); it returns a dict with ``tables`` and ``seconds``.  Results with
+    other parameters than the book's (``extra``, another device or data seed) go to a
+    folder of their own (:func:`cflib.book.spread.sweep_dir`), never over the book's; a
+    sweep at another profile than the book's writes under ``_build/sweep``
+    (:func:`sweep_root`).
+    """
+    chapters, seeds = _check_sweep(chapters, seeds, profile, device, extra, data_seed,
+                                   scheduler)
+    root = sweep_root(profile, root)
     # results of other parameters (or another device) go to a folder of their own
     key = {**(extra or {}), **({"device": device} if device != "cpu" else {}),
            **({"data_seed": data_seed} if data_seed else {})}
@@ -139,31 +206,15 @@ def run_sweep(chapters, seeds, profile: str = "standard", device: str = "cpu",
         client, cluster = _client(scheduler, n_workers)
     t0 = time.perf_counter()
     result = SweepResult(workers=len(client.scheduler_info()["workers"]))
+    guess = estimate(chapters, seeds, profile, result.workers)
+    if guess:
+        log.info("sweep: %s", guess)
     try:
-        futures = {}
-        for ch in chapters:
-            for s in seeds:
-                f = client.submit(task, ch, s, profile, device, dict(extra or {}), data_seed,
-                                  retries=retries, pure=False,
-                                  key=f"{ch}-{profile}-seed{s}-{time.time_ns()}")
-                futures[f] = (ch, s)
-        for fut in as_completed(list(futures)):
-            ch, s = futures[fut]
-            try:
-                out = fut.result()
-            except Exception as err:  # reported, never lost silently; the rest is kept
-                msg = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-                result.failures.append({"chapter": ch, "seed": s, "error": msg})
-                log.warning("sweep: %s seed %d failed: %s", ch, s, msg)
-                continue
-            d = sweep_dir(ch, profile, root, key) / f"seed{s}"
-            written = [write_table(df, d / name) for name, df in out["tables"].items()]
-            record_written(written, f"cflib sweep {ch} --seeds {s} --profile {profile}"
-                           + "".join(f" -p {k} {v}" for k, v in (extra or {}).items())
-                           + (f" --device {device}" if device != "cpu" else ""),
-                           Path(root).parent)
-            result.task_seconds[(ch, s)] = out["seconds"]
-            log.info("sweep: %s seed %d done in %.0f s", ch, s, out["seconds"])
+        futures = {client.submit(task, ch, s, profile, device, dict(extra or {}), data_seed,
+                                 retries=retries, pure=False,
+                                 key=f"{ch}-{profile}-seed{s}-{time.time_ns()}"): (ch, s)
+                   for ch in chapters for s in seeds}
+        _collect(client, futures, result, profile, root, key, extra, device)
     finally:
         result.wall_seconds = time.perf_counter() - t0
         if own:
@@ -217,8 +268,9 @@ def main(argv=None) -> None:
     for f in res.failures:
         print(f"FAILED: {f['chapter']} seed {f['seed']}: {f['error']}")
     for ch, m in res.merged.items():
+        where = sweep_dir(ch, args.profile, sweep_root(args.profile))
         print(f"{ch}: merged {int(m['n'].max())} seed(s) -> "
-              f"{sweep_dir(ch, args.profile).relative_to(PROJECT_ROOT)}/merged.csv")
+              f"{where.relative_to(PROJECT_ROOT)}/merged.csv")
     if res.failures:
         raise SystemExit(1)
 

@@ -245,11 +245,10 @@ def _interval_caption(tc) -> str:
     return "mean over the repeats [95 % t interval over the repeats]"
 
 
-def bench_section(tc) -> str:
-    """One table of the page: where the rows beside the method come from, the table, the
-    ranks, the reading, the grid and the chapter's checks."""
-    t, parts = tc.table, []
-    parts.append(f"<h2>{html.escape(t.label)}</h2>")
+def _section_origin(tc) -> list[str]:
+    """Where the rows beside the method come from: the classifier, the pairs, the note on
+    the book's rows, the networks, the clocks."""
+    parts = [f"<h2>{html.escape(tc.table.label)}</h2>"]
     acc = tc.results[tc.results["method"] == "Classifier"]["value"]
     if len(acc):
         parts.append(f"<p>The table's classifier reaches {fmt(100 * acc.iloc[0], 4)} % test "
@@ -268,20 +267,23 @@ def bench_section(tc) -> str:
     if tc.book is not None:
         parts.append("<p>The book's rows were timed on the machine of the book's run, yours on "
                      "this one: their Seconds_per_CF do not compare (time is not ranked).</p>")
-    scope = t.scope
-    size = tc.sample_size()
+    return parts
+
+
+def _section_table(tc) -> list[str]:
+    """The table (each value's sample and the small-set mark), its intervals, the ranks
+    and their reading, the judges."""
     small = _small_sets(tc)
     here = (f"; rows computed in this run at profile {tc.results['profile'].iloc[0]}: "
             f"{', '.join(tc.computed)}" if tc.computed else "")
-    parts.append("<h3>The table</h3>")
-    parts.append(f"<p>Each value of this run's rows rests on {html.escape(size)}." + (
-        f" FID and KID here compare sets of {small} images, fewer than "
-        f"{SMALL_SET}: both are biased upward at that size, so they rank rows of this "
-        "run among themselves but do not compare with the paper's values." if small else "")
-        + "</p>")
-    parts.append(str(page_table(bench_table(tc),
-                                caption=f"{scope}; the paper's value beneath ours where it "
-                                        f"reports one{here}")))
+    parts = ["<h3>The table</h3>",
+             f"<p>Each value of this run's rows rests on {html.escape(tc.sample_size())}." + (
+                 f" FID and KID here compare sets of {small} images, fewer than "
+                 f"{SMALL_SET}: both are biased upward at that size, so they rank rows of this "
+                 "run among themselves but do not compare with the paper's values." if small
+                 else "") + "</p>",
+             str(page_table(bench_table(tc), caption=f"{tc.table.scope}; the paper's value "
+                                                     f"beneath ours where it reports one{here}"))]
     intervals = bench_intervals(tc)
     if len(intervals):
         parts.append("<details><summary>Each value with its 95 % interval</summary>"
@@ -297,28 +299,36 @@ def bench_section(tc) -> str:
     parts.append(f"<p>{html.escape(bench_reading(tc))}</p>")
     judges = judges_reading(tc)
     if judges:
-        parts.append("<h3>The judges of transfer</h3>")
-        parts.append(judges)
+        parts += ["<h3>The judges of transfer</h3>", judges]
+    return parts
+
+
+def _section_checks(tc) -> list[str]:
+    """The chapter's checks on the rows shown, and what each metric means."""
+    parts = ["<h3>The chapter's checks</h3><p>What the papers lead us to expect of this "
+             "table, on the rows above" + _renderer(tc)[3] + ":</p>"]
+    checks = tc.checks()
+    if checks.empty:
+        parts.append("<p>None of the table's expectations applies to these rows: they compare "
+                     "the papers' methods, and none of them stands beside yours here.</p>")
+    else:
+        parts.append(str(verdicts(checks, by=list(tc.table.check_by) or None)))
+    parts.append(f"<details><summary>What each metric means</summary>"
+                 f"{metrics_table(tc.table.metrics)}</details>")
+    return parts
+
+
+def bench_section(tc) -> str:
+    """One table of the page: where the rows beside the method come from, the table, the
+    ranks, the reading, the grid and the chapter's checks."""
+    parts = _section_origin(tc) + _section_table(tc)
     parts.append("<h3>Counterfactuals</h3><p>The method's counterfactuals beside the "
                  "reference rows' on the same queries; a red frame: not assigned to the "
                  "target; a grey dashed frame: a query the classifier already assigned to "
                  "the target, which never counts as valid" + _renderer(tc)[2] + "</p>")
     for fig in bench_grid(tc):
         parts.append(_figure_html(fig, f"{tc.method} beside the reference rows"))
-    parts.append("<h3>The chapter's checks</h3><p>What the papers lead us to expect of this "
-                 "table, on the rows above"
-                 + _renderer(tc)[3]
-                 + ":</p>")
-    checks = tc.checks()
-    if checks.empty:
-        parts.append("<p>None of the table's expectations applies to these rows: they compare "
-                     "the papers' methods, and none of them stands beside yours here.</p>")
-    else:
-        parts.append(str(verdicts(checks, by=list(t.check_by) or None)))
-    specs = t.metrics
-    parts.append(f"<details><summary>What each metric means</summary>"
-                 f"{metrics_table(specs)}</details>")
-    return "\n".join(parts)
+    return "\n".join(parts + _section_checks(tc))
 
 
 #: a judge is weak evidence below this test accuracy, or when it already assigns more than

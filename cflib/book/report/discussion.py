@@ -334,58 +334,61 @@ def environment():
     return env
 
 
-def render(template: str, readings: Readings, **context) -> str:
-    """A discussion template filled from ``readings`` (see the module docstring)."""
-    env = environment()
-    names = {k: getattr(readings, k) for k in
-             ("v", "m", "sd", "spread", "paper", "values", "seeds_where", "in_seeds",
-              "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
-              "evidence", "candidates", "budget_rule", "generator_reading",
-              "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
-              "like_explained")}
-    from cflib.bench.profiles import PROFILES
-    from cflib.book.report.tables import REFERENCE_ROWS, same_generator
-
-    profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
+def _constants(readings: Readings, profile) -> dict:
+    """The settings and constants the templates quote, each read from where the code
+    keeps it (the profiles, the choices, the tuning, the methods' configs)."""
     from cflib.bench.choices import LATENT_SEARCH_LAMBDA, VALIDATION_PAIRS
-    from cflib.book.report.tables import kendall_tau
-    from cflib.explainers import C3LT
-    from cflib.quantization.recipes import QATConfig
-
-    vp = VALIDATION_PAIRS.get(readings.dataset)
+    from cflib.bench.profiles import PROFILES
     from cflib.bench.tuning import (
         C3LT_BUDGET_MIN_VALIDITY,
         C3LT_BUDGET_SLACK,
         C3LT_LEVERS,
         budget_of,
     )
+    from cflib.explainers import C3LT
+    from cflib.quantization.recipes import QATConfig
 
-    context = {"all_levers": list(C3LT_LEVERS),
-               "latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
-               # the candidate of the budget curve this run's C3LT sizes are ("" if none)
-               "budget_used": budget_of(profile.c3lt) if profile else "",
-               "budget_min_validity": C3LT_BUDGET_MIN_VALIDITY,
-               "budget_slack": C3LT_BUDGET_SLACK,
-               # a lever "moves" C3LT's proximity when it changes it by more than this
-               # (per pixel on [-1, 1]: about a tenth of C3LT's proximity on these tables)
-               "lever_effect": 0.03,
-               # a C3LT validity below this on a pair in a seed is named and read against
-               # the ceiling the classifier leaves
-               "validity_floor": 0.95,
-               "n_queries": profile.c3lt.n_images if profile else None,
-               "paper_dcgan_epochs": PROFILES["paper"].c3lt.dcgan_epochs,
-               "paper_alpha": C3LT.Config().alpha,
-               # L_prox (Eq. 4) divides the pixel L1 by 1 + p1 + p2 (smoothness, entropy)
-               "prox_divisor": 1 + C3LT.Config().p1 + C3LT.Config().p2,
-               # the code's bit budget (QATConfig's defaults are the public code's)
-               "code_bit_budget": QATConfig().target_avg_bits,
-               "validation_pair": f"{vp[0]}→{vp[1]}" if vp else "", **context}
-    return env.from_string(template).render(r=readings, n_seeds=readings.n_seeds,
-                                             math=math, profile=profile, kendall=kendall_tau,
-                                             confounded_ratio=specs_of("c3lt")[0].redraw_ratio,
-                                             reference_rows=list(REFERENCE_ROWS),
-                                             same_generator=same_generator,
-                                             **names, **context)
+    vp = VALIDATION_PAIRS.get(readings.dataset)
+    return {"all_levers": list(C3LT_LEVERS),
+            "latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
+            # the candidate of the budget curve this run's C3LT sizes are ("" if none)
+            "budget_used": budget_of(profile.c3lt) if profile else "",
+            "budget_min_validity": C3LT_BUDGET_MIN_VALIDITY,
+            "budget_slack": C3LT_BUDGET_SLACK,
+            # a lever "moves" C3LT's proximity when it changes it by more than this
+            # (per pixel on [-1, 1]: about a tenth of C3LT's proximity on these tables)
+            "lever_effect": 0.03,
+            # a C3LT validity below this on a pair in a seed is named and read against
+            # the ceiling the classifier leaves
+            "validity_floor": 0.95,
+            "n_queries": profile.c3lt.n_images if profile else None,
+            "paper_dcgan_epochs": PROFILES["paper"].c3lt.dcgan_epochs,
+            "paper_alpha": C3LT.Config().alpha,
+            # L_prox (Eq. 4) divides the pixel L1 by 1 + p1 + p2 (smoothness, entropy)
+            "prox_divisor": 1 + C3LT.Config().p1 + C3LT.Config().p2,
+            # the code's bit budget (QATConfig's defaults are the public code's)
+            "code_bit_budget": QATConfig().target_avg_bits,
+            "validation_pair": f"{vp[0]}→{vp[1]}" if vp else ""}
+
+
+def render(template: str, readings: Readings, **context) -> str:
+    """A discussion template filled from ``readings`` (see the module docstring)."""
+    from cflib.bench.profiles import PROFILES
+    from cflib.book.report.tables import REFERENCE_ROWS, kendall_tau, same_generator
+
+    names = {k: getattr(readings, k) for k in
+             ("v", "m", "sd", "spread", "paper", "values", "seeds_where", "in_seeds",
+              "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
+              "evidence", "candidates", "budget_rule", "generator_reading",
+              "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
+              "like_explained")}
+    profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
+    context = {**_constants(readings, profile), **context}
+    return environment().from_string(template).render(
+        r=readings, n_seeds=readings.n_seeds, math=math, profile=profile, kendall=kendall_tau,
+        confounded_ratio=specs_of("c3lt")[0].redraw_ratio,
+        reference_rows=list(REFERENCE_ROWS), same_generator=same_generator,
+        **names, **context)
 
 
 def readings_for(chapter: str, results_dir) -> Readings:

@@ -156,61 +156,14 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"page_table takes a DataFrame, got {type(table).__name__}")
     arrows = _arrows()
-    cols: dict[str, list[str]] = {}
     # a metric undefined in every row (e.g. query dependence on too few images) is left
     # out rather than shown as a column of dashes
     level = table.columns.get_level_values(0)
     undefined = {m for m in level if table.loc[:, level == m].isna().all().all()}
     table = table.loc[:, [m not in undefined for m in level]]
     rows = list(table.index)
-    if isinstance(table.columns, pd.MultiIndex):
-        metrics = list(dict.fromkeys(table.columns.get_level_values(0)))
-        for m in metrics:
-            sub = table[m]
-            parts = list(sub.columns)
-            head = _header(m, arrows)
-            main = "ours" if "ours" in parts else "mean" if "mean" in parts else None
-            used = set()
-            if main is not None:
-                cells = []
-                whole = _is_count(sub[main])
-                paper_whole = "paper" in parts and _is_count(sub["paper"])
-                for r in rows:
-                    text = fmt(sub.loc[r, main], digits, whole)
-                    if "± sd" in parts:
-                        sd = sub.loc[r, "± sd"]
-                        text += "" if pd.isna(sd) else f" ± {fmt(sd, 2)}"
-                    if "±" in parts:
-                        sd = sub.loc[r, "±"]
-                        text += "" if pd.isna(sd) else f" ± {fmt(sd, 2)}"
-                    extra = ""
-                    if "low" in parts and "high" in parts and not pd.isna(sub.loc[r, "low"]):
-                        extra = (f"[{fmt(sub.loc[r, 'low'], 2)}, "
-                                 f"{fmt(sub.loc[r, 'high'], 2)}]")
-                    if "of" in parts and not pd.isna(sub.loc[r, "of"]):
-                        extra = (extra + " " if extra else "") + f"of {fmt(sub.loc[r, 'of'], digits)}"
-                    if "paper" in parts and not sub["paper"].isna().all():
-                        p = sub.loc[r, "paper"]
-                        extra = (extra + " " if extra else "") + (
-                            f"paper {fmt(p, digits, paper_whole)}" if not pd.isna(p) else "")
-                    cells.append(html.escape(text) + (
-                        f'<br><span class="paper">{html.escape(extra)}</span>' if extra else ""))
-                cols[head] = cells
-                used = {main, "± sd", "±", "low", "high", "paper", "of"}
-            for part in parts:
-                if part in used:
-                    continue
-                whole = _is_count(sub[part])
-                cols[f"{head} {part}" if main is not None else f"{m} {part}"] = [
-                    html.escape(fmt(sub.loc[r, part], digits, whole)) for r in rows]
-    else:
-        for c in table.columns:
-            vals = table[c]
-            text = vals.map(lambda v: isinstance(v, str) and len(v) > 24).any()
-            whole = _is_count(vals)
-            cells = [html.escape(fmt(v, digits, whole)) for v in vals]
-            cols[_header(fmt(c) if not isinstance(c, str) else c, arrows)] = (
-                [f'<span class="text">{v}</span>' for v in cells] if text else cells)
+    cols = (_grouped_columns(table, rows, digits, arrows)
+            if isinstance(table.columns, pd.MultiIndex) else _flat_columns(table, digits, arrows))
     name = table.index.name or ""
     labels = [" / ".join(map(str, r)) if isinstance(r, tuple) else str(r) for r in rows]
     wide = _chunks(cols, [name, *labels], width)
@@ -225,6 +178,65 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
     phone = _tables(cols, name, labels, narrow, caption, heads)
     return Page(f'<div class="cflib-wide">{desktop}</div>'
                 f'<div class="cflib-narrow">{phone}</div>', plain=desktop)
+
+
+def _cell(sub: pd.DataFrame, r, main: str, parts: list, digits: int, paper_whole: bool,
+          whole: bool) -> str:
+    """One metric's cell of row ``r``: ours (``± sd`` or ``±`` beside it), and beneath it
+    in grey the interval, the count it is of, and the paper's value."""
+    text = fmt(sub.loc[r, main], digits, whole)
+    for spread in ("± sd", "±"):
+        if spread in parts:
+            sd = sub.loc[r, spread]
+            text += "" if pd.isna(sd) else f" ± {fmt(sd, 2)}"
+    extra = ""
+    if "low" in parts and "high" in parts and not pd.isna(sub.loc[r, "low"]):
+        extra = f"[{fmt(sub.loc[r, 'low'], 2)}, {fmt(sub.loc[r, 'high'], 2)}]"
+    if "of" in parts and not pd.isna(sub.loc[r, "of"]):
+        extra = (extra + " " if extra else "") + f"of {fmt(sub.loc[r, 'of'], digits)}"
+    if "paper" in parts and not sub["paper"].isna().all():
+        p = sub.loc[r, "paper"]
+        extra = (extra + " " if extra else "") + (
+            f"paper {fmt(p, digits, paper_whole)}" if not pd.isna(p) else "")
+    return html.escape(text) + (f'<br><span class="paper">{html.escape(extra)}</span>'
+                                if extra else "")
+
+
+def _grouped_columns(table: pd.DataFrame, rows: list, digits: int, arrows) -> dict:
+    """The page columns of a table of ``(metric, part)`` columns: one cell per metric
+    where it has ours or a mean (:func:`_cell`), its other parts their own columns."""
+    cols: dict[str, list[str]] = {}
+    for m in dict.fromkeys(table.columns.get_level_values(0)):
+        sub = table[m]
+        parts = list(sub.columns)
+        head = _header(m, arrows)
+        main = "ours" if "ours" in parts else "mean" if "mean" in parts else None
+        used = set()
+        if main is not None:
+            whole = _is_count(sub[main])
+            paper_whole = "paper" in parts and _is_count(sub["paper"])
+            cols[head] = [_cell(sub, r, main, parts, digits, paper_whole, whole) for r in rows]
+            used = {main, "± sd", "±", "low", "high", "paper", "of"}
+        for part in parts:
+            if part in used:
+                continue
+            whole = _is_count(sub[part])
+            cols[f"{head} {part}" if main is not None else f"{m} {part}"] = [
+                html.escape(fmt(sub.loc[r, part], digits, whole)) for r in rows]
+    return cols
+
+
+def _flat_columns(table: pd.DataFrame, digits: int, arrows) -> dict:
+    """The page columns of a table of flat columns, as they are (long text marked)."""
+    cols: dict[str, list[str]] = {}
+    for c in table.columns:
+        vals = table[c]
+        text = vals.map(lambda v: isinstance(v, str) and len(v) > 24).any()
+        whole = _is_count(vals)
+        cells = [html.escape(fmt(v, digits, whole)) for v in vals]
+        cols[_header(fmt(c) if not isinstance(c, str) else c, arrows)] = (
+            [f'<span class="text">{v}</span>' for v in cells] if text else cells)
+    return cols
 
 
 def _tables(cols: dict[str, list[str]], name: str, labels: list[str], chunks,
@@ -375,6 +387,50 @@ def _tally(checks: pd.DataFrame) -> str:
     return "<p>" + "; ".join(parts).capitalize() + ".</p>" if parts else ""
 
 
+def _seed_lines(checks: pd.DataFrame, by: list[str], digits: int) -> list[str]:
+    """A per-seed check table's lines: in how many seeds each expectation holds."""
+    lines = []
+    d = checks.assign(_o=checks["holds_in"] - checks["seeds"]).sort_values("_o")
+    for r in d.to_dict("records"):
+        ok = r["holds_in"] == r["seeds"]
+        mark = "✓" if ok else ("✗" if r["holds_in"] == 0 else "◐")
+        scope = " · ".join(f"{k} {r[k]}" for k in by)
+        lines.append(
+            f'<li class="{"holds" if ok else "fails"}"><b>{mark}</b> '
+            f"{html.escape(str(r['expectation']))}{' (' + html.escape(scope) + ')' if scope else ''}"
+            f": holds in {int(r['holds_in'])} of {int(r['seeds'])} training seeds "
+            f"(values {fmt(r['value_min'], digits)}–{fmt(r['value_max'], digits)} against "
+            f"{fmt(r['other_min'], digits)}–{fmt(r['other_max'], digits)})</li>")
+    return lines
+
+
+def _verdict_lines(checks: pd.DataFrame, by: list[str], digits: int) -> list[str]:
+    """A check table's lines, failures first: the verdict, both values, the paired
+    interval, why it was not tested or is not significant, and the source."""
+    lines = []
+    order = {"fails": 0, "inconclusive": 1, "not tested": 1, "holds": 2}
+    d = checks.assign(_o=checks["verdict"].map(order)).sort_values("_o", kind="stable")
+    for r in d.to_dict("records"):
+        mark, word = _MARK.get(r["verdict"], ("?", r["verdict"]))
+        other = r["other"] or ""
+        vs = (f"{fmt(r['value'], digits)} against {html.escape(str(other))} "
+              f"{fmt(r['other value'], digits)}" if other
+              else f"{fmt(r['value'], digits)} (threshold {fmt(r['other value'], digits)})")
+        ci = ""
+        if not pd.isna(r.get("ci_low", np.nan)):
+            ci = (f"; difference {fmt(r['difference'], digits)}, 95 % interval "
+                  f"[{fmt(r['ci_low'], 2)}, {fmt(r['ci_high'], 2)}]")
+        why = r.get("why")
+        why = f"; {html.escape(str(why))}" if isinstance(why, str) and why else ""
+        scope = " · ".join(f"{k} {r[k]}" for k in by)
+        lines.append(
+            f'<li class="{r["verdict"].replace(" ", "-")}"><b>{mark} {word}</b> '
+            f"{html.escape(str(r['expectation']))}"
+            f"{' (' + html.escape(scope) + ')' if scope else ''}: {vs}{ci}{why}"
+            f'<br><span class="source">{html.escape(str(r["source"]))}</span></li>')
+    return lines
+
+
 def verdicts(checks: pd.DataFrame, by: list[str] | None = None, digits: int = 3) -> Page:
     """A shape-check table (:func:`cflib.bench.runner.shape_checks`) as a verdict list:
     one line per expectation, failures first, then the untested ones, then those that
@@ -386,40 +442,8 @@ def verdicts(checks: pd.DataFrame, by: list[str] | None = None, digits: int = 3)
     if checks is None or checks.empty:
         return Page("<p>No expectation applies to this run.</p>")
     by = [c for c in (by or []) if c in checks.columns]
-    lines = []
-    if "holds_in" in checks.columns:         # per seed
-        d = checks.assign(_o=checks["holds_in"] - checks["seeds"]).sort_values("_o")
-        for r in d.to_dict("records"):
-            ok = r["holds_in"] == r["seeds"]
-            mark = "✓" if ok else ("✗" if r["holds_in"] == 0 else "◐")
-            scope = " · ".join(f"{k} {r[k]}" for k in by)
-            lines.append(
-                f'<li class="{"holds" if ok else "fails"}"><b>{mark}</b> '
-                f"{html.escape(str(r['expectation']))}{' (' + html.escape(scope) + ')' if scope else ''}"
-                f": holds in {int(r['holds_in'])} of {int(r['seeds'])} training seeds "
-                f"(values {fmt(r['value_min'], digits)}–{fmt(r['value_max'], digits)} against "
-                f"{fmt(r['other_min'], digits)}–{fmt(r['other_max'], digits)})</li>")
-    else:
-        order = {"fails": 0, "inconclusive": 1, "not tested": 1, "holds": 2}
-        d = checks.assign(_o=checks["verdict"].map(order)).sort_values("_o", kind="stable")
-        for r in d.to_dict("records"):
-            mark, word = _MARK.get(r["verdict"], ("?", r["verdict"]))
-            other = r["other"] or ""
-            vs = (f"{fmt(r['value'], digits)} against {html.escape(str(other))} "
-                  f"{fmt(r['other value'], digits)}" if other
-                  else f"{fmt(r['value'], digits)} (threshold {fmt(r['other value'], digits)})")
-            ci = ""
-            if not pd.isna(r.get("ci_low", np.nan)):
-                ci = (f"; difference {fmt(r['difference'], digits)}, 95 % interval "
-                      f"[{fmt(r['ci_low'], 2)}, {fmt(r['ci_high'], 2)}]")
-            why = r.get("why")
-            why = f"; {html.escape(str(why))}" if isinstance(why, str) and why else ""
-            scope = " · ".join(f"{k} {r[k]}" for k in by)
-            lines.append(
-                f'<li class="{r["verdict"].replace(" ", "-")}"><b>{mark} {word}</b> '
-                f"{html.escape(str(r['expectation']))}"
-                f"{' (' + html.escape(scope) + ')' if scope else ''}: {vs}{ci}{why}"
-                f'<br><span class="source">{html.escape(str(r["source"]))}</span></li>')
+    lines = (_seed_lines(checks, by, digits) if "holds_in" in checks.columns
+             else _verdict_lines(checks, by, digits))
     head = _tally(checks) if {"verdict", "source"} <= set(checks.columns) else ""
     full = checks.drop(columns=[c for c in ("_o",) if c in checks.columns])
     if "expectation" in full.columns:

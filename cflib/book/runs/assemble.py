@@ -69,7 +69,7 @@ def execute_chapters(names, run: dict, workers: int | None = None,
         for name in _order(names, deps):
             done[name] = Path(_task(name, run, modes[name]))
         return done
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import Client, LocalCluster
 
     cluster = None
     if address:
@@ -82,27 +82,35 @@ def execute_chapters(names, run: dict, workers: int | None = None,
     print(f"executing {len(names)} chapter(s) on {len(client.scheduler_info()['workers'])} "
           f"worker(s): {', '.join(names)}", flush=True)
     try:
-        futures = {}
-        for name in _order(names, deps):
-            after = [futures[d] for d in deps[name]]
-            futures[name] = client.submit(_task, name, run, modes[name], *after, pure=False,
-                                          key=f"chapter-{name}-{time.time_ns()}", retries=0)
-        done, failed = {}, []
-        for fut in as_completed(list(futures.values())):
-            name = next(k for k, v in futures.items() if v is fut)
-            try:
-                done[name] = Path(fut.result())
-            except Exception as err:  # reported; the chapters that do not need it finish
-                first = str(err).splitlines()[0] if str(err) else type(err).__name__
-                failed.append(f"{name}: {first}")
-                print(f"[{name}] FAILED: {first}", flush=True)
-        if failed:
-            raise RuntimeError("chapter(s) failed: " + "; ".join(failed))
-        return done
+        return _on_cluster(client, names, deps, run, modes)
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _on_cluster(client, names, deps, run: dict, modes: dict) -> dict[str, Path]:
+    """Every chapter as a task of ``client``, after the chapters it reads; the failures
+    reported together once the others are done."""
+    from distributed import as_completed
+
+    futures = {}
+    for name in _order(names, deps):
+        after = [futures[d] for d in deps[name]]
+        futures[name] = client.submit(_task, name, run, modes[name], *after, pure=False,
+                                      key=f"chapter-{name}-{time.time_ns()}", retries=0)
+    done, failed = {}, []
+    for fut in as_completed(list(futures.values())):
+        name = next(k for k, v in futures.items() if v is fut)
+        try:
+            done[name] = Path(fut.result())
+        except Exception as err:  # reported; the chapters that do not need it finish
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            failed.append(f"{name}: {first}")
+            print(f"[{name}] FAILED: {first}", flush=True)
+    if failed:
+        raise RuntimeError("chapter(s) failed: " + "; ".join(failed))
+    return done
 
 
 def _order(names, deps) -> list[str]:
@@ -187,22 +195,8 @@ def build_book(profile: str = "standard", device: str = "cpu", train_seed: int =
             notebooks[name] = output_dirs(get_chapter(name), params)[0] / f"{name}.ipynb"
     notebooks = {n: notebooks[n] for n in CHAPTERS}
     refuse_unmatched(CHAPTERS) if book_run else None
-    root = PROJECT_ROOT
-    if not book_run:
-        root = PROJECT_ROOT / "_build" / f"book-{profile}-train{train_seed}-data{data_seed}"
-        # the run's notebooks sit in one runs folder: assemble a book around them
-        shutil.rmtree(root, ignore_errors=True)
-        (root / "book").mkdir(parents=True)
-        for f in ("_config.yml", "_toc.yml"):
-            shutil.copy2(PROJECT_ROOT / f, root / f)
-        shutil.copytree(PROJECT_ROOT / "book", root / "book", dirs_exist_ok=True,
-                        ignore=shutil.ignore_patterns("chapters"))
-        for folder in ("_static", "_ext"):
-            if (PROJECT_ROOT / folder).exists():
-                shutil.copytree(PROJECT_ROOT / folder, root / folder)
-        (root / "book" / "chapters").mkdir()
-        for name, nb in notebooks.items():
-            shutil.copy2(nb, root / "book" / "chapters" / f"{name}.ipynb")
+    root = PROJECT_ROOT if book_run else _assemble(
+        PROJECT_ROOT / "_build" / f"book-{profile}-train{train_seed}-data{data_seed}", notebooks)
     # jupyter-book 1 has no ``python -m`` entry: its console script beside this Python
     script = Path(sys.executable).with_name("jupyter-book")
     # a Sphinx warning fails the build (all of them reported first), so none comes back
@@ -214,6 +208,24 @@ def build_book(profile: str = "standard", device: str = "cpu", train_seed: int =
     index = root / "_build" / "html" / "index.html"
     print(f"book built in {time.perf_counter() - t0:.0f} s: {rel(index)}", flush=True)
     return index
+
+
+def _assemble(root: Path, notebooks: dict[str, Path]) -> Path:
+    """A book around a run's notebooks (they sit in one runs folder): the project's
+    config, pages, static files and extensions, and the run's chapters, in ``root``."""
+    shutil.rmtree(root, ignore_errors=True)
+    (root / "book").mkdir(parents=True)
+    for f in ("_config.yml", "_toc.yml"):
+        shutil.copy2(PROJECT_ROOT / f, root / f)
+    shutil.copytree(PROJECT_ROOT / "book", root / "book", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("chapters"))
+    for folder in ("_static", "_ext"):
+        if (PROJECT_ROOT / folder).exists():
+            shutil.copytree(PROJECT_ROOT / folder, root / folder)
+    (root / "book" / "chapters").mkdir()
+    for name, nb in notebooks.items():
+        shutil.copy2(nb, root / "book" / "chapters" / f"{name}.ipynb")
+    return root
 
 
 def refresh_prose(chapter: str, out_dir: Path | None = None,

@@ -342,6 +342,40 @@ def unrun_changes(key: str, old: str, new: str, cov_old: set, cov_new: set) -> l
     return missing
 
 
+def _unrun(keys, base: str, cov_old: dict, cov_new: dict) -> dict[str, list[str]]:
+    """``{key: the changed statements that did not run}`` of the definitions ``keys``
+    between commit ``base`` and the working tree, from each twin's coverage."""
+    out = {}
+    for key in keys:
+        module, _, name = key.partition("::")
+        try:
+            old_text = _git("show", f"{base}:{module}")
+        except Refused:
+            old_text = ""
+        new_path = PROJECT_ROOT / module
+        new_text = new_path.read_text() if new_path.exists() else ""
+        if key_lines(new_text, name) is None and _moved(old_text, name):
+            continue            # the same code under another name or in another module
+        missing = unrun_changes(key, old_text, new_text, cov_old.get(module, set()),
+                                cov_new.get(module, set()))
+        if missing:
+            out[key] = missing
+    return out
+
+
+def _moved(old_text: str, name: str) -> bool:
+    """Is the unit ``name`` of ``old_text`` in today's cflib, the same code under another
+    name or in another module (a move or a rename: its callers' changed lines run in the
+    twins, its own lines did not change)?"""
+    from cflib.definitions import unit_shapes
+
+    shape = next((k for k, v in unit_shapes(old_text).items() if v == name), None)
+    if shape is None:
+        return False
+    return any(shape in unit_shapes(f.read_text())
+               for f in (PROJECT_ROOT / "cflib").rglob("*.py"))
+
+
 def added_definitions(recorded: dict, coverage: dict[str, set[int]]) -> dict[str, str]:
     """The units the new twin ran (by its lines) that the recorded run did not, with the
     skeletons of their modules: what a certified change newly runs."""
@@ -476,19 +510,7 @@ def _judge(ch, meta, base, changed, old: Twin, new: Twin, params) -> dict:
                         for n in differ[:3])
         raise Refused(f"the change moves {ch.name}'s numbers at smoke ({why}): it needs a "
                       f"re-execution (make chapter NB={ch.name})")
-    unrun = {}
-    for key in changed:
-        module = key.split("::", 1)[0]
-        try:
-            old_text = _git("show", f"{base}:{module}")
-        except Refused:
-            old_text = ""
-        new_path = PROJECT_ROOT / module
-        new_text = new_path.read_text() if new_path.exists() else ""
-        missing = unrun_changes(key, old_text, new_text, old.coverage.get(module, set()),
-                                new.coverage.get(module, set()))
-        if missing:
-            unrun[key] = missing
+    unrun = _unrun(changed, base, old.coverage, new.coverage)
     if unrun:
         listed = "; ".join(f"{k} ({', '.join(v[:3])})" for k, v in list(unrun.items())[:5])
         raise Refused(f"changed lines that do not run at smoke, so twins cannot vouch for "
@@ -662,16 +684,7 @@ def _certify_group(commit_: str, nets: list, log) -> tuple[dict, dict]:
     if differ:
         raise Refused(f"the twins trained other weights ({differ[:3]}): retrain and ship these "
                       "networks (cflib networks ship)")
-    unrun = {}
-    for key in keys:
-        module = key.split("::", 1)[0]
-        new_path = PROJECT_ROOT / module
-        missing = unrun_changes(key, _git("show", f"{base}:{module}"),
-                                new_path.read_text() if new_path.exists() else "",
-                                old["coverage"].get(module, set()),
-                                new["coverage"].get(module, set()))
-        if missing:
-            unrun[key] = missing
+    unrun = _unrun(keys, base, old["coverage"], new["coverage"])
     if unrun:
         raise Refused("changed training lines that did not run at smoke: " + "; ".join(
             f"{k} ({', '.join(v[:2])})" for k, v in unrun.items()))
