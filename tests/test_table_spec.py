@@ -93,9 +93,9 @@ def run(args: RunArgs) -> SyntheticRun:
             x_cf = x.clone()
         elif m == "Nudge":
             x_cf = Nudge(clf).explain(x, target).x_cf
-        else:                                    # a user's method, from the catalog
-            x_cf = catalog.build(m, clf, profile=args.profile, seeds=args.seeds).explain(
-                x, target).x_cf
+        else:                                    # a user's method, from its entry
+            x_cf = catalog.build(m, clf, profile=args.profile, seeds=args.seeds,
+                                 entries=args.entries).explain(x, target).x_cf
         valid = (clf(x_cf).argmax(1) == target).float()
         prox = proximity(x, x_cf)
         for metric, v in ((VALIDITY.name, valid), (PROXIMITY.name, prox)):
@@ -120,7 +120,7 @@ SYNTHETIC = TableSpec(
     checks=lambda rows: pd.DataFrame(columns=["expectation", "verdict"]),
     intervals=lambda r, model="": bootstrap(r.per_query) if len(r.per_query) else None,
     counterfactuals=lambda r, model="": {}, stand_in=lambda model="": classifier(),
-    n_images=lambda prof: 12, check_methods=list, scope="mean over the queries",
+    n_images=lambda prof: 12, check_methods=lambda methods, entries=(): list(methods), scope="mean over the queries",
     check_data=lambda datasets: None)
 TABLE = SYNTHETIC
 

@@ -21,7 +21,6 @@ does not need the dataset's images of those classes.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable
 
@@ -339,25 +338,31 @@ def _catalog(explainers: dict[str, type[Explainer]]) -> dict[str, Entry]:
 #: method name as the papers spell it -> its entry (the names and classes are
 #: :data:`cflib.explainers.EXPLAINERS`')
 CATALOG: dict[str, Entry] = _catalog(EXPLAINERS)
-#: the book's own methods (a user's method added by :func:`extended` is not one: its code
+#: the book's own methods (a user's method, given to a run as an entry of its own, is not
+#: one: its code
 #: is not cflib's, so no step of it is memoized)
 BOOK_METHODS = frozenset(CATALOG)
 
 
-def get_entry(name: str) -> Entry:
-    """The catalog entry of a method name, or a ValueError listing the names."""
+def get_entry(name: str, entries=()) -> Entry:
+    """The entry of a method name: one of ``entries`` (a user's method, passed to a run,
+    never registered), else the catalog's; a ValueError lists the names."""
+    for e in entries:
+        if e.name == name:
+            return e
     if name not in CATALOG:
-        raise unknown_name("method", name, CATALOG)
+        raise unknown_name("method", name, [*CATALOG, *(e.name for e in entries)])
     return CATALOG[name]
 
 
-def check_methods(methods) -> list[str]:
-    """Method names, each checked against the catalog (duplicates dropped, order kept)."""
+def check_methods(methods, entries=()) -> list[str]:
+    """Method names, each checked against the catalog and ``entries`` (duplicates
+    dropped, order kept)."""
     if isinstance(methods, str):
         methods = [methods]
     out = []
     for m in methods:
-        get_entry(m)
+        get_entry(m, entries)
         if m not in out:
             out.append(m)
     if not out:
@@ -374,37 +379,19 @@ def _image_shape(r: Request) -> tuple[int, ...] | None:
     return IMAGE_SHAPES.get(r.dataset) if r.dataset else None
 
 
-@contextlib.contextmanager
-def extended(*entries: Entry):
-    """The catalog with ``entries`` added inside the block (a user's method run through a
-    table's own runner: ``cflib.bench.compare``); a name the catalog already has is a
-    ValueError, and the catalog is as it was on exit."""
-    clash = [e.name for e in entries if e.name in CATALOG]
-    if clash:
-        raise ValueError(f"method name(s) {clash} are the book's own; name your method "
-                         "otherwise")
-    names = [e.name for e in entries]
-    if len(set(names)) != len(names):
-        raise ValueError(f"method names repeat: {names}")
-    CATALOG.update({e.name: e for e in entries})
-    try:
-        yield
-    finally:
-        for n in names:
-            CATALOG.pop(n, None)
-
-
 def build(name: str, classifier: nn.Module, *, dataset: str | None = None,
-          profile="standard", seeds: Seeds | int = 0, pair=None, **data) -> Explainer:
+          profile="standard", seeds: Seeds | int = 0, pair=None, entries=(),
+          **data) -> Explainer:
     """The method ``name`` at the sizes of ``profile``, fitted when it must be.
 
     ``dataset`` names the data a learned method trains on and the book's networks it
     needs (None for methods that need neither); ``seeds`` the training and data seeds
     (an int: both); ``pair`` the (query, target) pair of a per-pair method, checked
-    against the classifier's output width; ``data`` replaces what would be loaded
+    against the classifier's output width; ``entries``: methods beside the catalog's (a
+    user's, never registered); ``data`` replaces what would be loaded
     (:data:`DATA_KEYS`).  Every argument is checked before anything is trained.
     """
-    entry = get_entry(name)
+    entry = get_entry(name, entries)
     unknown = sorted(set(data) - set(DATA_KEYS))
     if unknown:
         raise TypeError(f"unknown data argument(s) {unknown}; build takes {sorted(DATA_KEYS)}")

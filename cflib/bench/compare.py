@@ -4,8 +4,8 @@
 of the book, the same way the table's chapter runs its rows: the table's runner
 (:func:`~cflib.bench.tables.c3lt.run_c3lt_table` for the C3LT tables,
 :func:`~cflib.bench.tables.bayes.run_bayesian_table` for one Bayesian classifier) builds
-the method from the catalog (:func:`cflib.bench.catalog.extended` adds it for the
-run), with the table's queries, data seed, trained networks from the weight cache at
+the method from an entry the run is given (never added to the catalog), with the
+table's queries, data seed, trained networks from the weight cache at
 the profile, metrics and reference rows (``Original Data`` and ``Query (unchanged)``)::
 
     from cflib.bench.compare import compare
@@ -76,7 +76,6 @@ import pandas as pd
 import torch
 
 import cflib
-from cflib.bench import catalog
 from cflib.bench.book_rows import (  # noqa: F401  # noqa: F401
     REFERENCE_RTOL,
     book_rows,
@@ -424,12 +423,13 @@ class Plan:
                     else [])
         # the method first (on each pair): a method that fails, fails before the reference
         # rows are scored (each row is seeded alike, in any order)
-        with catalog.extended(entry(self.method, table)):
-            args = table.args(self.profile, self.seeds, self.device,
-                              [name, *table.references, *computed],
-                              self.pairs.get(table.key) or None, n_images=self.n_images)
-            run = table.run(args)
-            intervals = table.intervals(run, table.model)
+        # the method is passed to the run as an entry of its own: the catalog is never changed
+        args = table.args(self.profile, self.seeds, self.device,
+                          [name, *table.references, *computed],
+                          self.pairs.get(table.key) or None, n_images=self.n_images,
+                          entries=(entry(self.method, table),))
+        run = table.run(args)
+        intervals = table.intervals(run, table.model)
         used = networks_used(before)
         rows, note, gap = book_rows(table, run.results, self.profile, self.seeds,
                                     self.n_images, pairs, self.book_results, used, computed)

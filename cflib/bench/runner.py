@@ -72,11 +72,14 @@ class RunArgs:
     n_images: int | None = None
     train_seeds: tuple[int, ...] | None = None
     target: int | None = None
+    #: methods beside the catalog's (a user's, as :class:`cflib.bench.catalog.Entry`; never
+    #: registered in the catalog)
+    entries: tuple = ()
 
     @classmethod
     def make(cls, dataset: str, profile="standard", seeds: Seeds = Seeds(), device="cpu",
              methods=(), pairs=(), models=(), n_images: int | None = None,
-             train_seeds=None, target: int | None = None) -> "RunArgs":
+             train_seeds=None, target: int | None = None, entries=()) -> "RunArgs":
         from cflib.bench.data import canonical_dataset
         from cflib.bench.profiles import get_profile
         from cflib.tensors import check_device
@@ -86,7 +89,7 @@ class RunArgs:
                    tuple(methods), tuple(tuple(p) for p in pairs), tuple(models), n_images,
                    None if train_seeds is None else (
                        (train_seeds,) if isinstance(train_seeds, int) else tuple(train_seeds)),
-                   target)
+                   target, tuple(entries))
 
 
 @dataclass

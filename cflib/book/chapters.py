@@ -126,7 +126,19 @@ def _chapters() -> dict[str, Chapter]:
 CHAPTERS: dict[str, Chapter] = _chapters()
 
 
+def refresh() -> dict[str, Chapter]:
+    """:data:`CHAPTERS` again from the registry (a table registered after this module was
+    imported, e.g. by a user's or a test's module, gets its chapter)."""
+    fresh = _chapters()
+    if list(fresh) != list(CHAPTERS):
+        CHAPTERS.clear()
+        CHAPTERS.update(fresh)
+    return CHAPTERS
+
+
 def get_chapter(name: str) -> Chapter:
+    if name not in CHAPTERS:
+        refresh()
     if name not in CHAPTERS:
         raise unknown_name("chapter", name, CHAPTERS)
     return CHAPTERS[name]
@@ -332,6 +344,8 @@ def parameters(source: str, namespace: dict) -> SimpleNamespace:
     computation (:func:`cflib.trace.excluded`: the values it returns are digested as the
     parameters).
     """
+    if not any(c.source == source for c in CHAPTERS.values()):
+        refresh()
     schema = parameter_schema(NOTEBOOKS / source)
     stray = sorted(k for k, v in namespace.items()
                    if k not in schema and not k.startswith("_") and k not in _IPYTHON

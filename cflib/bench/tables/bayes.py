@@ -279,7 +279,7 @@ def _explained(explainer, x, t, seed: int, key: dict) -> Counterfactuals:
 def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="standard",
                  seeds: Seeds = Seeds(), device="cpu", methods=BAYES_METHODS,
                  n_perturbations: int = 20, model_and_info=None,
-                 scales=DEFAULT_SCALES) -> tuple[list[dict], dict]:
+                 scales=DEFAULT_SCALES, entries=()) -> tuple[list[dict], dict]:
     """Run the chapter's methods for one Bayesian classifier; returns ``(rows, cfs)``.
 
     ``rows``: tidy dicts (:data:`cflib.bench.results.COLUMNS` and ``repeat``).  ``cfs``:
@@ -291,7 +291,7 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
     arguments and the data files are checked first, before any network is loaded.
     """
     prof = profile
-    methods = catalog.check_methods(methods)
+    methods = catalog.check_methods(methods, entries)
     check_models([model])
     check_data([dataset])
     clf, info = model_and_info or bayes_model(dataset, model, prof, seeds.train, device)
@@ -303,7 +303,8 @@ def run_bayesian(dataset: str = "mnist", model: str = "mc_dropout", profile="sta
     x_test, y_test = load_split(dataset, "test")
     real = {c: x_test[y_test == c][:MAX_REAL] for c in range(n_classes(dataset))}
     rows_of = [*[m for m in BAYES_REFERENCES if m not in methods], *methods]
-    explainers = {m: catalog.build(m, clf, dataset=dataset, profile=prof, seeds=seeds)
+    explainers = {m: catalog.build(m, clf, dataset=dataset, profile=prof, seeds=seeds,
+                                   entries=entries)
                   for m in rows_of}
     ablation = {}
     if prof.bayes.psce_ablation and model == "mc_dropout" and "PSCE" in methods:
@@ -448,7 +449,7 @@ def run_bayesian_table(args: RunArgs, n_perturbations: int = 20,
                      "metric": ACCURACY.name, "value": float(info["test_accuracy"]),
                      **seeds.columns(), "profile": prof.name, "repeat": -1})
         r, c = run_bayesian(dataset, m, prof, seeds, device, methods, n_perturbations,
-                            model_and_info=(clf, info), scales=scales)
+                            model_and_info=(clf, info), scales=scales, entries=args.entries)
         rows += r
         cfs[m] = c
         curves += c["curves"]

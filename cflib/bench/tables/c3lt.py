@@ -287,7 +287,8 @@ class C3LTRun(Run):
 
 
 def _explained(method: str, variant: str, models: EvalModels, dataset: str, prof, seeds: Seeds,
-               pair: tuple[int, int], xm: torch.Tensor, data: dict, device) -> Explained:
+               pair: tuple[int, int], xm: torch.Tensor, data: dict, device,
+               entries=()) -> Explained:
     """One row's counterfactuals on one pair: the method built from the catalog (a learned
     one fitted), ``xm`` explained towards the pair's target; memoized
     (:func:`cflib.bench.runner.explained`)."""
@@ -295,7 +296,7 @@ def _explained(method: str, variant: str, models: EvalModels, dataset: str, prof
 
     def compute() -> Explained:
         explainer = catalog.build(method, models.classifier, dataset=dataset, profile=prof,
-                                  seeds=seeds, pair=(q, t), **data)
+                                  seeds=seeds, pair=(q, t), entries=entries, **data)
         if variant:
             explainer.config = replace(explainer.config, **VARIANTS[(method, variant)])
         cf = explainer.explain(xm.to(device), t, seed=seeds("explain")).cpu()
@@ -350,7 +351,7 @@ def run_c3lt_table(args: RunArgs) -> C3LTRun:
             data = ({"pool": (pool, torch.full((len(pool),), t))}
                     if method == "Original Data" else {})
             step = _explained(method, variant, models, dataset, prof, seeds, (q, t), xm, data,
-                              device)
+                              device, args.entries)
             cf = step.cf
             ctx = PairContext(cf, q, t, models, reference, prof.c3lt.aupc_steps, seeds("kid"))
             values = evaluate(ctx, SCORED)

@@ -231,7 +231,7 @@ SWEEP_METRICS = (MODEL_ACCURACY, VD, TRANSFER_MARGIN, FA_RECON)
 
 
 # -- arguments -------------------------------------------------------------------------------
-def check_methods(methods) -> list[str]:
+def check_methods(methods, entries=()) -> list[str]:
     """The compressed rows to run (default: all 7, in the listing's order); ``"FP32"`` is
     always computed and may be listed.  An unknown name is a ValueError listing the 7."""
     if methods is None:

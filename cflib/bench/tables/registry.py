@@ -109,7 +109,7 @@ class TableSpec:
         a = RunArgs.make(self.dataset, profile, seeds, device, (), (), (), n_images, **extra)
         if methods is None:
             methods = self.run_methods or self.methods
-        methods = tuple(self.check_methods(methods))
+        methods = tuple(self.check_methods(methods, a.entries))
         if self.per_pair:
             k = n_classes(self.dataset)
             given = CF_PAIRS[self.dataset] if pairs is None else pairs
