@@ -11,7 +11,22 @@ export CFLIB_DATA ?= $(CURDIR)/data
 
 RERUN   ?=
 
-.PHONY: browser book test chapter html clean install stale sweep benchmark gpu-check gpu-data mutants
+.PHONY: help browser book test chapter html clean install stale certify sweep benchmark gpu-check gpu-data mutants
+
+# make help: every target, one line each (the lines starting "##")
+help:
+	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## //'
+
+## make book       render the book (_build/html/index.html); re-executes only stale chapters
+## make test       ruff, then the test suite (what CI runs)
+## make chapter    one chapter: NB=mnist_eval PROFILE=smoke (RENDER=1: re-render only)
+## make stale      which chapters need a re-execution or a re-render, and why
+## make certify    twin runs at smoke that prove a code change leaves the numbers (CERTIFY=name)
+## make sweep      a chapter over training seeds: NB=... SEEDS=0,1,2
+## make html       the book from the committed chapters only
+## make benchmark  throughput of every explainer against the measured peak
+## make gpu-check  on a GPU machine: device tests, chapter timing, throughput
+## make clean      remove _build and the generated notebooks
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,7 +83,13 @@ gpu-data:
 
 # which chapters are stale, and why
 stale: $(VENV)/.installed
-	$(VENV)/bin/cflib stale
+	$(VENV)/bin/cflib stale --why
+
+# certificates: twin runs at smoke (the commit that computed a chapter's numbers and the
+# working tree) for every chapter whose compute code changed (CERTIFY=<chapter>: one);
+# CHECK=1 re-checks them
+certify: $(VENV)/.installed
+	$(VENV)/bin/cflib certify $(if $(CHECK),--check,$(or $(CERTIFY),all))
 
 # the HTML book from the committed executed chapters only (Jupyter Book 1, execution off)
 html: $(VENV)/.installed

@@ -28,6 +28,7 @@ fi
 export CFLIB_CACHE="${CFLIB_CACHE:-$(mktemp -d)}"      # empty: every network trained here
 export CFLIB_SHIPPED=off      # the book's shipped networks too: the timing is of training them
 export CFLIB_PROGRESS=0
+"$PY" -c "import torch" 2>/dev/null || { echo "gpu-check: $PY cannot import torch; run it with a Python that has torch (PYTHON=/path/to/python make gpu-check)" >&2; exit 1; }
 "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu-check: no CUDA device here')"
 "$PY" -c "import torch; print('torch', torch.__version__, 'on', torch.cuda.get_device_name(0))"
 start=$(date +%s)

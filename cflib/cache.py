@@ -39,6 +39,7 @@ else ``~/.cache/cflib``.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -55,8 +56,9 @@ from torch import nn
 from cflib import provenance as prov
 from cflib import shipped
 from cflib.env import folder, forbid_compute
+from cflib.env import threads as env_threads
 from cflib.io import atomic_write
-from cflib.scopes import seeded
+from cflib.scopes import seeded, torch_threads
 from cflib.tensors import check_device
 
 log = logging.getLogger("cflib")
@@ -128,13 +130,21 @@ def keyed(config: dict, device="cpu") -> dict:
 
 def trained_on(device) -> dict:
     """What changes a network's weights besides its config: the device type, and on the
-    CPU the thread count (float sums are split across threads, so a CPU training at 2
-    threads gives other weights than at 1).  Part of every cache key."""
+    CPU the thread count it is trained at (float sums are split across threads, so a CPU
+    training at 2 threads gives other weights than at 1): ``CFLIB_THREADS`` (default 1),
+    the one setting of the library, the chapters, the bench and papermill runs, so a
+    network one of them trained is the one the others load.  Part of every cache key."""
     dev = torch.device(device)
     where = {"device_type": dev.type}
     if dev.type == "cpu":
-        where["threads"] = torch.get_num_threads()
+        where["threads"] = env_threads()
     return where
+
+
+def _training_threads(device):
+    """Train at the thread count the key holds (:func:`trained_on`) on the CPU."""
+    dev = torch.device(device)
+    return torch_threads(env_threads()) if dev.type == "cpu" else contextlib.nullcontext()
 
 
 def payload_checksum(state: dict, info: dict, provenance: dict | None = None) -> str:
@@ -323,7 +333,7 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
         module = build().to(device)
     code = prov.training_code(train, build, seeded)
     if not use_cache:
-        with seeded(seed):
+        with seeded(seed), _training_threads(device):
             info = train(module) or {}
         _used(kind, path.name, "trained, not cached", prov.provenance(train, build, seeded),
               code)
@@ -357,7 +367,7 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
             return _loaded(kind, path, module, device, code, *loaded)
         log.info("training %s (%s)", kind, path.name)
         t0 = time.perf_counter()
-        with seeded(seed):
+        with seeded(seed), _training_threads(device):
             info = train(module) or {}
         module.eval()
         seconds = time.perf_counter() - t0

@@ -67,6 +67,19 @@ def _rng_devices() -> list[int]:
 
 
 @contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op CPU threads set to ``n`` inside the block, put back after."""
+    before = torch.get_num_threads()
+    if n != before:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
 def seeded(seed: int | None) -> Iterator[torch.Generator | None]:
     """Seed torch's global RNGs inside the block and restore their state on exit.
 

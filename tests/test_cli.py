@@ -133,3 +133,31 @@ def test_parse_extra_reads_json_and_keeps_text():
         "n": 12, "pairs": ["4->9", "3->8"], "methods": "CEM", "x": None, "lr": 1.5e-3,
         "flag": True, "name": "quoted"}
     assert runs_cli.parse_extra([]) == {}
+
+
+def test_a_failing_method_shows_the_users_frames_and_one_line(tmp_path, monkeypatch):
+    """cflib bench shows where the user's own code failed and the one line that says what
+    failed, not the library's stack."""
+    import importlib
+    import sys
+
+    from cflib.bench.methods import MethodError
+    from cflib.book.cli import _method_failure
+
+    (tmp_path / "mymeth.py").write_text("def explain(model, x, target):\n"
+                                        "    return x[:, :1] * float('nan')\n"
+                                        "def bad(model, x, target):\n"
+                                        "    return explain(model, x, target)[0, 5]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("mymeth")
+    try:
+        try:
+            mod.bad(None, __import__("torch").zeros(2, 1, 4, 4), 1)
+        except Exception as err:
+            raise MethodError("mymeth failed on c3lt-mnist 4->9: IndexError: ...") from err
+    except MethodError as err:
+        text = _method_failure(err)
+    sys.modules.pop("mymeth", None)
+    assert "mymeth.py" in text and "in bad" in text and "return explain(model, x" in text
+    assert text.strip().endswith("mymeth failed on c3lt-mnist 4->9: IndexError: ...")
+    assert "cflib/bench" not in text and "torch" not in text.split("\n")[0]

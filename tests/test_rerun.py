@@ -48,9 +48,30 @@ def test_a_value_beyond_the_seed_spread_is_flagged_and_one_within_is_not(book):
 
 
 def test_without_a_sweep_a_moved_value_has_no_spread(book):
+    (book / "no-sweep").mkdir()
     r = _report(book, 1.05, 10.0, sweep="no-sweep")
     assert r.table.set_index("metric")["status"].to_dict() == {"IM1": NO_SPREAD,
                                                                "FID": BIT_EQUAL}
+
+
+def test_what_cannot_be_compared_fails_with_its_reason(book):
+    """A mistyped sweep root, another chapter's file, a value lost (NaN): never a pass."""
+    with pytest.raises(ValueError, match="is not a folder"):
+        _report(book, 1.0, 10.0, sweep="mistyped")
+    other = _table(0, 1.0, 10.0).assign(dataset="fmnist")
+    write_table(other, book / "other" / "mnist_eval.csv")
+    with pytest.raises(ValueError, match="another chapter's results"):
+        compare_rerun("mnist_eval", book / "other", book / "base", book / "sweep")
+    r = _report(book, float("nan"), 10.0)
+    assert list(r.beyond["metric"]) == ["IM1"] and "none (NaN) in the re-run: 1" in r.describe()
+
+
+def test_a_partial_rerun_is_read_against_the_values_it_re_ran(book):
+    part = _table(0, 1.0, 10.0)
+    write_table(part[part["metric"] != "FID"], book / "run" / "mnist_eval.csv")
+    r = compare_rerun("mnist_eval", book / "run", book / "base", book / "sweep")
+    assert len(r.table) == 1 and r.not_rerun == 1
+    assert "the 1 value it re-ran" in r.describe() and "did not re-run" in r.describe()
 
 
 def test_the_command_exits_1_naming_the_value_and_refuses_a_missing_run(book, capsys):

@@ -255,26 +255,32 @@ def test_an_entry_of_the_old_format_is_retrained_not_re_signed(tmp_cache):
     assert torch.load(path, weights_only=True)["format"] == FORMAT
 
 
-def test_the_key_holds_the_thread_count_and_the_device_type(tmp_cache):
+def test_the_key_holds_the_thread_count_and_the_device_type(tmp_cache, monkeypatch):
+    """A network is trained at CFLIB_THREADS threads (default 1, whatever torch is set to:
+    one setting for the library, the chapters and the bench), which the key holds."""
     from cflib.cache import keyed
+
+    class Counting(Trainer):
+        def __call__(self, model):
+            self.threads = torch.get_num_threads()
+            return super().__call__(model)
 
     before = torch.get_num_threads()
     try:
-        torch.set_num_threads(1)
+        torch.set_num_threads(2)
         one = cache_path("toy", CFG)
-        assert keyed(CFG)["trained_on"]["threads"] == 1
-        torch.set_num_threads(2)
-        two = cache_path("toy", CFG)
-        assert keyed(CFG)["trained_on"]["threads"] == 2
-        assert one != two
-        tr = Trainer()
-        cached("toy", CFG, make, tr)               # trained at 2 threads
-        torch.set_num_threads(1)
-        cached("toy", CFG, make, tr)               # a 1-thread run never loads it
-        assert tr.calls == 2 and one.exists() and two.exists()
-        torch.set_num_threads(2)
+        assert keyed(CFG)["trained_on"]["threads"] == 1          # the default, not torch's
+        tr = Counting()
         cached("toy", CFG, make, tr)
-        assert tr.calls == 2                       # the 2-thread entry loads at 2 threads
+        assert tr.threads == 1 and torch.get_num_threads() == 2   # trained at 1, put back
+        torch.set_num_threads(1)
+        cached("toy", CFG, make, tr)               # at torch's 1 thread: the same entry
+        assert tr.calls == 1 and one.exists()
+        monkeypatch.setenv("CFLIB_THREADS", "2")
+        two = cache_path("toy", CFG)
+        assert keyed(CFG)["trained_on"]["threads"] == 2 and one != two
+        cached("toy", CFG, make, tr)               # another setting: its own entry
+        assert tr.calls == 2 and tr.threads == 2 and two.exists()
     finally:
         torch.set_num_threads(before)
     cuda = keyed(CFG, "cuda")["trained_on"]          # no CUDA needed to name the key

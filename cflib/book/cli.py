@@ -2,7 +2,7 @@
 
     cflib list                          chapters, profiles and each chapter's parameters
     cflib chapter NAME [--profile P] [--train-seed S] [--data-seed S] [--device D]
-                  [--render] [-p NAME VALUE ...]
+                  [--render] [--html] [-p NAME VALUE ...]
     cflib book [--rerun]                execute stale chapters (or all), build the HTML
     cflib verify                        every executed chapter matches its seal, every
                                         results file the notebook or the run that wrote it
@@ -67,6 +67,8 @@ def _run_parsers(sub) -> None:
     ch.add_argument("--data-seed", type=int, default=None)
     ch.add_argument("--render", action="store_true",
                     help="re-render from its last full run's saved results (nothing computed)")
+    ch.add_argument("--html", action="store_true",
+                    help="a run that is not the book's: render its chapter as a page too")
     ch.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))
     bk = sub.add_parser("book", help="execute stale chapters, then build the HTML book")
     bk.add_argument("--rerun", action="store_true", help="execute every chapter")
@@ -194,7 +196,7 @@ def _chapter(args) -> None:
             cmd += [flag, str(v)]
     for k, v in args.p:
         cmd += ["-p", k, v]
-    cli.main(cmd + (["--render"] if args.render else []))
+    cli.main(cmd + (["--render"] if args.render else []) + (["--html"] if args.html else []))
 
 
 def _book(args) -> None:
@@ -364,6 +366,25 @@ def _bench_folder(out: Path, force: bool):
         lock.release()
 
 
+def _method_failure(err: BaseException) -> str:
+    """A failure of the user's method as the user needs it: the frames of the user's own
+    code (none of cflib's, none of torch's), then the one line that says what failed."""
+    import traceback
+
+    import cflib
+
+    lib = str(Path(cflib.__file__).resolve().parent)
+    cause, frames = err.__cause__, []
+    if cause is not None:
+        for fr in traceback.extract_tb(cause.__traceback__):
+            f = str(Path(fr.filename).resolve())
+            if not f.startswith(lib) and "site-packages" not in f and "/lib/python" not in f:
+                frames.append(f'  File "{fr.filename}", line {fr.lineno}, in {fr.name}\n'
+                              f"    {fr.line}")
+    where = ("your method's code:\n" + "\n".join(frames) + "\n") if frames else ""
+    return f"cflib bench: {where}{err}"
+
+
 def bench(args) -> None:
     """``cflib bench``: every argument checked before any network is loaded (a bad one
     exits with its message), then :func:`cflib.bench.compare.compare` with the book's page
@@ -387,9 +408,14 @@ def bench(args) -> None:
     except (ValueError, TypeError, FileNotFoundError) as err:
         notes = "".join(f" {n}" for n in getattr(err, "__notes__", []))
         raise SystemExit(f"cflib bench: {err}{notes}") from None
+    from cflib.bench.methods import MethodError
+
     with _bench_folder(Path(plan.out), args.force):
         t0 = time.perf_counter()
-        cmp = plan.run()
+        try:
+            cmp = plan.run()
+        except MethodError as err:
+            raise SystemExit(_method_failure(err)) from None
     print(f"{cmp.method} through {', '.join(cmp.tables)} at profile {cmp.profile} in "
           f"{time.perf_counter() - t0:.0f} s")
     for key in cmp.tables:

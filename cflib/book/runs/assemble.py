@@ -228,6 +228,23 @@ def _assemble(root: Path, notebooks: dict[str, Path]) -> Path:
     return root
 
 
+def chapter_page(name: str, notebook: Path) -> Path:
+    """One run's chapter as a page: a book of that chapter alone (the project's config,
+    static files and extensions), built beside the run's notebook (``<folder>/html-<name>/``);
+    returns the page's HTML file."""
+    root = _assemble(Path(notebook).parent / f"html-{name}", {name: Path(notebook)})
+    (root / "_toc.yml").write_text(f"format: jb-book\nroot: book/chapters/{name}\n")
+    for extra in (root / "book").glob("*.md"):
+        if extra.name != "references.md":
+            extra.unlink()                       # the other pages are the book's, not this run's
+    script = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(script) if script.exists() else "jupyter-book", "build", str(root), "--quiet"]
+    proc = subprocess.run(cmd, cwd=root)
+    if proc.returncode:
+        raise RuntimeError(f"jupyter-book build failed in {rel(root)} (exit {proc.returncode})")
+    return root / "_build" / "html" / "book" / "chapters" / f"{name}.html"
+
+
 def refresh_prose(chapter: str, out_dir: Path | None = None,
                   results_dir: Path | None = None) -> Path:
     """Copy the source's markdown cells into an executed chapter, without re-running it,

@@ -24,6 +24,15 @@ def parse_extra(pairs) -> dict:
 
 
 def main(argv=None):
+    """The command line; a bad argument or a refused run is one line (exit 2), never a
+    traceback."""
+    try:
+        _main(argv)
+    except (ValueError, FileNotFoundError, PermissionError) as err:
+        raise SystemExit(f"cflib chapter: {err}") from None
+
+
+def _main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("chapter", choices=list(CHAPTERS) + ["all"])
@@ -42,6 +51,9 @@ def main(argv=None):
                          "(its presentation cells only: seconds, nothing computed)")
     ap.add_argument("-p", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                     help="a parameter of the chapter's parameters cell")
+    ap.add_argument("--html", action="store_true",
+                    help="a run that is not the book's: render its chapter as a page too "
+                         "(a book of that one chapter, in the run's folder)")
     args = ap.parse_args(argv)
     extra = parse_extra(args.p)
     names = list(CHAPTERS) if args.chapter == "all" else [args.chapter]
@@ -66,18 +78,23 @@ def main(argv=None):
                     refresh_prose(name)
                 continue
             mode = "render" if st.kind == "presentation" else "compute"
-        build(name, args.profile, asked.get("device", "cpu"), asked.get("train_seed", 0),
-              asked.get("data_seed", 0), extra, mode=mode)
+        path = build(name, args.profile, asked.get("device", "cpu"), asked.get("train_seed", 0),
+                     asked.get("data_seed", 0), extra, mode=mode)
         if not is_book_run(name, params):
-            _how_to_view(name, params)
+            if args.html:
+                from cflib.book.runs.assemble import chapter_page
+
+                print(f"[{name}] page: {rel(chapter_page(name, path))}", flush=True)
+            else:
+                _how_to_view(name, params)
 
 
 def _how_to_view(name: str, params: dict) -> None:
-    """Where a run that is not the book's wrote, and how to render it."""
+    """Where a run that is not the book's wrote, and how to see it as a page."""
     nb_dir, _ = output_dirs(get_chapter(name), params)
     print(f"[{name}] this run is not the book's: its notebook and results are in "
-          f"{rel(nb_dir)}/; render a whole book of such runs with "
-          f"`cflib book --profile {params['profile']}` (it writes _build/book-*/), or open "
+          f"{rel(nb_dir)}/; add --html to render it as a page, `cflib verify --rerun {name} "
+          f"--run {rel(nb_dir)}` to read it against the book's numbers, or open "
           f"{rel(nb_dir / (name + '.ipynb'))} in Jupyter")
 
 

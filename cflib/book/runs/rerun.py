@@ -35,9 +35,9 @@ from cflib.book.spread import SWEEP_DIR, read_sweep
 #: a value moved "beyond the seed spread" when |re-run - committed| > SPREAD_K x the
 #: standard deviation of its cell over the sweep's training seeds
 SPREAD_K = 2.0
-BIT_EQUAL, WITHIN, BEYOND, NO_SPREAD, ONLY_ONE = (
+BIT_EQUAL, WITHIN, BEYOND, NO_SPREAD, ONLY_ONE, LOST = (
     "bit-equal", "within the seed spread", "beyond the seed spread",
-    "moved, no seed spread", "in one run only")
+    "moved, no seed spread", "in the re-run only", "a number in the book, none in the re-run")
 
 
 def timing_metrics() -> set[str]:
@@ -65,10 +65,11 @@ def committed_table(name: str) -> pd.DataFrame:
     return read_table(path)
 
 
-def find_rerun(name: str) -> Path:
+def find_rerun(name: str, profile: str | None = None) -> Path:
     """The newest re-run of chapter ``name``: the book's own ``results/<name>.csv`` when a
     book run replaced it (it differs from git's HEAD), else the newest
-    ``_build/runs/*/<name>.csv``.  A ValueError when there is none."""
+    ``_build/runs/*/<name>.csv`` at ``profile`` (the committed run's; a run at another
+    profile is never picked).  A ValueError when there is none."""
     own = RESULTS_DIR / f"{name}.csv"
     try:
         out = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", rel(own)],
@@ -78,9 +79,12 @@ def find_rerun(name: str) -> Path:
     except (OSError, subprocess.SubprocessError):
         pass
     runs = sorted(Path(RUNS_DIR).glob(f"*/{name}.csv"), key=lambda p: p.stat().st_mtime)
+    if profile is not None:
+        runs = [r for r in runs if set(read_table(r).get("profile", [profile])) == {profile}]
     if not runs:
-        raise ValueError(f"no re-run of {name!r} found: {rel(own)} equals the committed one "
-                         f"and {rel(RUNS_DIR)}/ holds no {name}.csv; run `make chapter "
+        at = f" at profile {profile!r}" if profile else ""
+        raise ValueError(f"no re-run of {name!r}{at} found: {rel(own)} equals the committed "
+                         f"one and {rel(RUNS_DIR)}/ holds no {name}.csv{at}; run `make chapter "
                          f"NB={name}` (or `cflib chapter {name} ...`), or name the run's "
                          "results with --run")
     return runs[-1]
@@ -115,28 +119,35 @@ class RerunReport:
     timings: int
     rows_bit_equal: int
     rows: int
+    not_rerun: int = 0
 
     def counts(self) -> dict[str, int]:
         return {s: int((self.table["status"] == s).sum())
-                for s in (BIT_EQUAL, WITHIN, BEYOND, NO_SPREAD, ONLY_ONE)}
+                for s in (BIT_EQUAL, WITHIN, BEYOND, NO_SPREAD, ONLY_ONE, LOST)}
 
     @property
     def beyond(self) -> pd.DataFrame:
-        return self.table[self.table["status"] == BEYOND]
+        """The values that fail the comparison: beyond the seed spread, or a committed
+        number the re-run lost (NaN)."""
+        return self.table[self.table["status"].isin([BEYOND, LOST])]
 
     def describe(self, limit: int = 20) -> str:
         c = self.counts()
         n = len(self.table)
-        lines = [f"{self.chapter}: {self.run} against the committed results: {n} values "
-                 f"compared ({self.timings} wall-clock values left out)",
+        partial = (f"; {self.not_rerun} committed values this run did not re-run (a part of "
+                   "the chapter: other methods, pairs or models)" if self.not_rerun else "")
+        lines = [f"{self.chapter}: {self.run} against the committed results: the {n} "
+                 f"value{'s' if n != 1 else ''} it re-ran compared ({self.timings} wall-clock values left out{partial})",
                  f"  bit-equal: {c[BIT_EQUAL]} of {n} (raw rows: {self.rows_bit_equal} of "
                  f"{self.rows})",
                  f"  within the seed spread ({SPREAD_K:g} sd over training seeds): {c[WITHIN]}",
                  f"  beyond the seed spread: {c[BEYOND]}",
                  f"  moved, no seed spread to judge them (the cell was not swept): "
                  f"{c[NO_SPREAD]}"]
+        if c[LOST]:
+            lines.append(f"  a number in the book, none (NaN) in the re-run: {c[LOST]}")
         if c[ONLY_ONE]:
-            lines.append(f"  in one of the two runs only: {c[ONLY_ONE]}")
+            lines.append(f"  in the re-run only (no committed value): {c[ONLY_ONE]}")
         shown = self.beyond if c[BEYOND] else self.table[self.table["status"] == NO_SPREAD]
         if len(shown):
             what = "beyond the spread" if c[BEYOND] else "moved (no spread)"
@@ -163,14 +174,15 @@ def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=None,
     default the committed results, :func:`committed_table`) and with the spread over
     training seeds of the sweep under ``sweep_root`` (default ``results/sweep``; the
     book's own seed taken from the baseline).  The profile of the sweep is the baseline's."""
-    run_path = find_rerun(chapter) if run is None else _csv(run, chapter)
-    rerun = read_table(run_path)
-    base = committed_table(chapter) if baseline is None else read_table(_csv(baseline, chapter))
+    committed = committed_table(chapter)
+    base = committed if baseline is None else read_table(_csv(baseline, chapter))
     profile = profile or str(base["profile"].iloc[0])
-    if "profile" in rerun.columns and set(rerun["profile"]) != {profile}:
-        raise ValueError(f"the re-run {rel(run_path)} is at profile "
-                         f"{sorted(set(rerun['profile']))}, the baseline at {profile!r}: "
-                         "compare runs of one profile")
+    run_path = find_rerun(chapter, profile) if run is None else _csv(run, chapter)
+    rerun = read_table(run_path)
+    _comparable(chapter, rel(run_path), rerun, base, profile)
+    if sweep_root is not None and not Path(sweep_root).is_dir():
+        raise ValueError(f"--sweep-root {str(sweep_root)!r} is not a folder: the seed "
+                         "spread cannot be read (leave it out for results/sweep)")
     timing = timing_metrics()
     n_timing = int(rerun["metric"].isin(timing).sum())
     rerun_v = rerun[~rerun["metric"].isin(timing)]
@@ -178,20 +190,45 @@ def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=None,
     rows, same = _raw_equal(rerun_v, base_v)
     a, b = _cells(rerun_v), _cells(base_v)
     # the spread of each cell over the seeds: the sweep's own merge (repeats of a seed
-    # averaged, then the sd over seeds), the committed run standing for its seed
-    merged, per_seed = read_sweep(chapter, profile, root=sweep_root or SWEEP_DIR, own=base)
+    # averaged, then the sd over seeds), the committed run (never a given baseline)
+    # standing for its seed
+    own = committed if set(committed["profile"]) == {profile} else None
+    merged, per_seed = read_sweep(chapter, profile, root=sweep_root or SWEEP_DIR, own=own)
     sd = n = None
     if len(per_seed) >= 2:
         merged = merged.copy()
         spread = merged.set_index(_keyed(merged))
         sd, n = spread["sd"], spread["n"]
-    idx = a.index.union(b.index, sort=False)
+    idx = a.index                   # the cells the re-run re-ran (a part, or all of them)
+    not_rerun = len(b.index.difference(a.index))
     table = pd.DataFrame({"committed": b.reindex(idx), "rerun": a.reindex(idx)})
     table["diff"] = table["rerun"] - table["committed"]
     table["seed_sd"] = sd.reindex(idx) if sd is not None else np.nan
     table["n_seeds"] = n.reindex(idx).fillna(0).astype(int) if n is not None else 0
     table["status"] = [_status(r) for r in table.itertuples()]
-    return RerunReport(chapter, rel(run_path), table.reset_index(), n_timing, same, rows)
+    return RerunReport(chapter, rel(run_path), table.reset_index(), n_timing, same, rows,
+                       not_rerun)
+
+
+def _comparable(chapter: str, run: str, rerun: pd.DataFrame, base: pd.DataFrame,
+                profile: str) -> None:
+    """Refuse a re-run that cannot be compared with the baseline: another kind of file,
+    another dataset (another chapter's results), another profile, no value in common."""
+    missing = [c for c in ("method", "metric", "value") if c not in rerun.columns]
+    if missing:
+        raise ValueError(f"{run} is not a results file (it lacks the column(s) {missing})")
+    if "profile" in rerun.columns and set(rerun["profile"]) != {profile}:
+        raise ValueError(f"the re-run {run} is at profile {sorted(set(rerun['profile']))}, the "
+                         f"baseline at {profile!r}: compare runs of one profile")
+    if "dataset" in rerun.columns and set(rerun["dataset"]) != set(base["dataset"]):
+        raise ValueError(f"the re-run {run} is of dataset(s) {sorted(set(rerun['dataset']))}, "
+                         f"{chapter}'s results of {sorted(set(base['dataset']))}: another "
+                         "chapter's results?")
+    keys = ["method", "metric"]
+    common = rerun[keys].drop_duplicates().merge(base[keys].drop_duplicates())
+    if common.empty:
+        raise ValueError(f"the re-run {run} shares no method and metric with {chapter}'s "
+                         "results: another chapter's results?")
 
 
 def _csv(path, chapter: str) -> Path:
@@ -223,7 +260,9 @@ def _status(r) -> str:
     a, b = r.rerun, r.committed
     if np.isnan(a) and np.isnan(b):
         return BIT_EQUAL
-    if np.isnan(a) or np.isnan(b):
+    if np.isnan(a):
+        return LOST
+    if np.isnan(b):
         return ONLY_ONE
     if a == b:
         return BIT_EQUAL
