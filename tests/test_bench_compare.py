@@ -293,7 +293,8 @@ def test_ranks_reading_and_page_of_a_made_up_run(tmp_path):
     from cflib.book.report import bench_reading
 
     text = bench_reading(tc)
-    assert "Mine is first on no metric" in text and "mean rank over the 3" in text
+    assert "Mine ranks IM1 2; Proximity 2; Validity 2; its mean rank 2" in text
+    assert "first on its own" not in text and "Of the 3 rows" in text
     assert "4 queries per pair on 1 pair (4 in all)" in text
     assert "60 % of its counterfactuals" in text and "real target images: 90 %" in text
     # the page's answer: the same sentences, one topic per item
@@ -305,6 +306,11 @@ def test_ranks_reading_and_page_of_a_made_up_run(tmp_path):
     page = bench_page(cmp)
     assert table_row(page, "Mine") and "a note" in page
     assert page.count("data:image/png;base64,") == 1
+    # the answer first: the verdict and the table (your row marked), then the provenance
+    first = page.index("<h2>")
+    assert page.index('class="cflib-verdict"') < page.index("cflib-provenance")
+    assert page.index('<tr class="cflib-mark"><th>') > first
+    assert page.index('<tr class="cflib-mark"><th>') < page.index("How these numbers were made")
 
     cmp.save(tmp_path, "mine")                                  # and read back
     back = Comparison.load(tmp_path, "mine", book_results=tmp_path)
@@ -332,8 +338,7 @@ def test_rows_whose_intervals_overlap_are_not_ordered():
     assert ranks.loc["Query (unchanged)", "IM1"] == 3                 # separated from both
     assert bench_ranks(tc).loc["Mine", "IM1"] == "1–2"
     text = bench_reading(tc)
-    assert "shares first place, its interval overlapping another's, on IM1 (with " \
-           "Original Data)" in text and "is first on its own" not in text
+    assert "ranks IM1 1–2" in text and "first on its own" not in text
 
     tc, _ = made_up_comparison(made_up_run(close), intervals=made_up_intervals(close, 0.001))
     assert tc.ranks().loc["Original Data", "IM1"] == 1 and tc.ranks().loc["Mine", "IM1"] == 2
@@ -367,7 +372,10 @@ def test_the_book_rows_stand_beside_a_run_whose_reference_rows_are_theirs(tmp_pa
     checks = tc.checks()                       # the chapter's: CEM and C3LT are there now
     assert "IM1: C3LT better than CEM" in set(checks["expectation"])
     page = bench_page(cmp)
-    assert "paper" in table_row(page, "C3LT") and table_row(page, "Mine")
+    # one pair of three: the paper's dataset-level values are left out, and the page says why
+    assert "paper" not in table_row(page, "C3LT") and table_row(page, "Mine")
+    assert ("the paper's values are left out: they are over all of the table's pairs"
+            in html.unescape(page))
 
     # the committed results/ are at the standard profile
     rows, note, _ = book_rows(table, own, prof, Seeds(), None, ["4->9"])

@@ -3,6 +3,7 @@ profile, seeds and queries, and this run's reference rows equal to the book's), 
 the reason they cannot, and which measuring networks measured the run."""
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -16,10 +17,12 @@ from cflib.bench.seeds import Seeds
 from cflib.bench.tables.registry import TableSpec
 from cflib.metrics.spec import get_spec
 
+log = logging.getLogger("cflib")
 #: relative difference up to which this run's reference rows count as the book's
 REFERENCE_RTOL = 1e-4
 
-__all__ = ["reference_gap", "measured_with", "committed_rows", "book_rows", "REFERENCE_RTOL"]
+__all__ = ["reference_gap", "measured_with", "committed_rows", "book_rows", "book_intervals",
+           "REFERENCE_RTOL"]
 
 
 def _rel(path: Path) -> str:
@@ -156,6 +159,27 @@ def book_rows(table: TableSpec, own: pd.DataFrame, profile: Profile, seeds: Seed
                 f"seed {seeds.train}, data seed {seeds.data}); this run's reference rows "
                 f"equal them (largest relative difference {gap:.1g}, every metric but time), "
                 "so the method ran on the book's networks and queries."), gap
+
+
+def book_intervals(table: TableSpec, folder, pairs: list[str], own: set) -> pd.DataFrame:
+    """The intervals of the book's committed rows beside a run (all but ``own``, the
+    run's own rows), as the run's are made: over each pair's queries from the per-query
+    values the chapter kept (the pairs run only), or over the repeats.  Empty where the
+    chapter kept none."""
+    import inspect
+
+    folder = Path(folder) if folder is not None else RESULTS_DIR
+    try:
+        run = table.load(folder, table.chapter)
+    except (OSError, ValueError, KeyError) as err:
+        log.info("the book's rows of %s carry no interval (%s)", table.key, err)
+        return pd.DataFrame()
+    kw = ({"pairs": pairs} if "pairs" in inspect.signature(table.intervals).parameters
+          and pairs else {})
+    iv = table.intervals(run, table.model, **kw)
+    if iv is None or not len(iv):
+        return pd.DataFrame()
+    return iv[~iv["method"].isin(own)].reset_index(drop=True)
 
 
 def _cause(networks: list[dict] | None) -> str:

@@ -76,8 +76,9 @@ import pandas as pd
 import torch
 
 import cflib
-from cflib.bench.book_rows import (  # noqa: F401  # noqa: F401
+from cflib.bench.book_rows import (  # noqa: F401  (compare's names, where they were)
     REFERENCE_RTOL,
+    book_intervals,
     book_rows,
     committed_rows,
     measured_with,
@@ -433,6 +434,10 @@ class Plan:
         used = networks_used(before)
         rows, note, gap = book_rows(table, run.results, self.profile, self.seeds,
                                     self.n_images, pairs, self.book_results, used, computed)
+        if rows is not None:       # the book's rows, with their intervals as this run's
+            intervals = pd.concat([intervals, book_intervals(
+                table, self.book_results, pairs, set(run.results["method"]))],
+                ignore_index=True)
         return TableComparison(table, name, run, pairs, rows, note, gap, used, computed,
                                intervals)
 

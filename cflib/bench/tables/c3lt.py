@@ -389,10 +389,17 @@ def _checks(rows: pd.DataFrame) -> pd.DataFrame:
     return shape_checks(table_means(rows), "c3lt")
 
 
-def _intervals(run, model: str = "") -> pd.DataFrame:
+def _intervals(run, model: str = "", pairs=None) -> pd.DataFrame:
+    """Each row's interval over the queries of each pair: from the run's networks and
+    counterfactuals, or from the per-query values a saved run kept (the book's committed
+    rows); ``pairs``: only those pairs' queries."""
     from cflib.bench.intervals import bootstrap, per_query
 
-    return bootstrap(per_query(run))
+    values = per_query(run) if run.models is not None else run.per_query
+    if pairs is not None and len(values):
+        values = values[values["pair"].isin(list(pairs))]
+    return bootstrap(values) if len(values) else pd.DataFrame(
+        columns=["method", "metric", "value", "lo", "hi", "n", "pairs", "basis"])
 
 
 def _stand_in(model: str = ""):

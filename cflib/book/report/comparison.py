@@ -18,6 +18,7 @@ and figures (:func:`~cflib.book.report.figures.plot_cf_grid`,
 from __future__ import annotations
 
 import html
+import os
 
 import pandas as pd
 
@@ -91,11 +92,20 @@ def _renderer(tc):
     return RENDERERS.get(tc.table.kind, PLAIN)
 
 
+def _all_pairs(tc) -> bool:
+    """Did the run cover the paper's dataset-level protocol (every pair of the table)?"""
+    return not tc.table.per_pair or set(tc.pairs) == {f"{q}->{t}" for q, t in tc.table.pairs}
+
+
 def bench_table(tc) -> pd.DataFrame:
     """Rows = the rows shown (reference rows, the method, the book's), columns = (metric,
     ours / paper) on the paper's scale: the chapter's table (C3LT tables: the means over
-    the pairs run; Bayesian tables: the mean ± sd over repeats)."""
-    return _renderer(tc)[0](tc)
+    the pairs run; Bayesian tables: the mean ± sd over repeats).  The paper's values
+    only where the run covers every pair (they are dataset-level)."""
+    table = _renderer(tc)[0](tc)
+    if not _all_pairs(tc) and isinstance(table.columns, pd.MultiIndex):
+        table = table.loc[:, table.columns.get_level_values(1) != "paper"]
+    return table
 
 
 def bench_ranks(tc) -> pd.DataFrame:
@@ -117,8 +127,8 @@ def bench_ranks(tc) -> pd.DataFrame:
 
 def bench_intervals(tc) -> pd.DataFrame:
     """Rows = the rows shown, columns = the metrics with an interval: each value with its
-    95 % interval (:mod:`cflib.bench.intervals`); a committed row of the book carries none
-    (its run kept four counterfactuals per pair, not every query's)."""
+    95 % interval (:mod:`cflib.bench.intervals`; the book's committed rows from the
+    per-query values their chapter kept)."""
     iv = tc.intervals
     if iv is None or not len(iv):
         return pd.DataFrame()
@@ -158,32 +168,15 @@ def _reading(tc) -> list[tuple[str, str]]:
     """What the numbers say about the method, as ``(topic, sentences)``: its ranks, its
     validity beside the real target images', and (C3LT tables) how far it moves the query
     against a real target image; every number read from the comparison."""
-    ranks, ties, wide, m = tc.ranks(), tc.ties(), tc.wide(), tc.method
-    if not len(ranks.columns) or m not in ranks.index:
-        out = [("Ranks", "No metric is ranked: no row of this table has an interval "
-                         f"({tc.sample_size()}).")]
-    else:
-        r, n = ranks.loc[m], len(ranks)
-        alone = [k for k in ranks.columns if r[k] == 1 and not ties.loc[m, k]]
-        shared = [k for k in ranks.columns if r[k] == 1 and ties.loc[m, k]]
-        last = [k for k in ranks.columns if r[k] == ranks[k].count() > 1]
-        said = []
-        if alone:
-            said.append(f"is first on its own on {_list(alone)}")
-        if shared:
-            said.append("shares first place, its interval overlapping another's, on "
-                        + "; ".join(f"{k} (with {_list(ties.loc[m, k])})" for k in shared))
-        if last:
-            said.append(f"is last on its own on {_list(last)}")
-        mid = (ranks + tc.worst_ranks()) / 2
-        others = "; ".join(f"{k} {fmt(mid.loc[k].mean(), 2)}" for k in mid.index if k != m)
-        out = [("Ranks", f"On {tc.sample_size()}, among the {n} rows of this table (the "
-                         f"reference rows ranked too), {m} "
-                         + ("; ".join(said) or "is first on no metric")
-                         + f"; its mean rank over the {len(ranks.columns)} ranked metrics is "
-                         f"{fmt(mid.loc[m].mean(), 2)} (" + (others or "no other row")
-                         + "). A row ranks above another only where their 95 % intervals "
-                         "separate; where they overlap, neither is called better.")]
+    wide, m = tc.wide(), tc.method
+    out = [("Ranks", _rank_reading(tc))]
+    if "Validity (all judges)" in wide.columns:
+        j, real = wide.loc[m, "Validity (all judges)"], wide["Validity (all judges)"].get(
+            "Original Data")
+        out.append(("The judges", f"All three judges (classifiers trained apart from the "
+                    f"explained one) put {fmt(100 * j, 3)} % of its counterfactuals in the "
+                    "target" + (f" (real target images: {fmt(100 * real, 3)} %)."
+                                if real is not None and pd.notna(real) else ".")))
     valid = tc.table.validity
     if valid in wide.columns:
         v, real = wide.loc[m, valid], wide[valid].get("Original Data")
@@ -201,6 +194,31 @@ def _reading(tc) -> list[tuple[str, str]]:
                      "redraw")
         out.append(("An edit or a redraw", text + "."))
     return out
+
+
+def _rank_reading(tc) -> str:
+    """Where the method ranks on each ranked metric, as a range of ranks of the table's
+    rows (the 95 % intervals allow every rank in it), first and last where alone."""
+    ranks, worst, ties, m = tc.ranks(), tc.worst_ranks(), tc.ties(), tc.method
+    if not len(ranks.columns) or m not in ranks.index:
+        return f"No metric is ranked: no row of this table has an interval ({tc.sample_size()})."
+    n = len(ranks)
+    spans = []
+    for k in ranks.columns:
+        b, w = ranks.loc[m, k], worst.loc[m, k]
+        if pd.notna(b):
+            spans.append(f"{k} {int(b)}" if b == w else f"{k} {int(b)}–{int(w)}")
+    alone = [k for k in ranks.columns if ranks.loc[m, k] == 1 and not ties.loc[m, k]]
+    last = [k for k in ranks.columns if ranks.loc[m, k] == ranks[k].count() > 1]
+    mid = (ranks + worst) / 2
+    text = (f"Of the {n} rows (the reference rows ranked too), on {tc.sample_size()}, {m} "
+            f"ranks {'; '.join(spans)}; its mean rank {fmt(mid.loc[m].mean(), 2)}")
+    if alone:
+        text += f"; first on its own on {_list(alone)}"
+    if last:
+        text += f"; last on its own on {_list(last)}"
+    return (text + ". A range is where its 95 % interval overlaps other rows': no order is "
+            "claimed between rows whose intervals overlap.")
 
 
 def bench_reading(tc) -> str:
@@ -240,15 +258,15 @@ def _small_sets(tc) -> int | None:
 def _interval_caption(tc) -> str:
     if (tc.intervals["basis"] == "queries").any():
         return (f"mean over the pairs run [95 % bootstrap interval: the queries of each pair "
-                f"resampled {N_BOOT} times]; a committed row of the book has no interval and "
-                "is compared by its value")
+                f"resampled {N_BOOT} times]; the book's committed rows too, from the "
+                "per-query values their chapter kept")
     return "mean over the repeats [95 % t interval over the repeats]"
 
 
 def _section_origin(tc) -> list[str]:
     """Where the rows beside the method come from: the classifier, the pairs, the note on
     the book's rows, the networks, the clocks."""
-    parts = [f"<h2>{html.escape(tc.table.label)}</h2>"]
+    parts = [f"<h2>{html.escape(tc.table.label)}: how it was made</h2>"]
     acc = tc.results[tc.results["method"] == "Classifier"]["value"]
     if len(acc):
         parts.append(f"<p>The table's classifier reaches {fmt(100 * acc.iloc[0], 4)} % test "
@@ -276,14 +294,12 @@ def _section_table(tc) -> list[str]:
     small = _small_sets(tc)
     here = (f"; rows computed in this run at profile {tc.results['profile'].iloc[0]}: "
             f"{', '.join(tc.computed)}" if tc.computed else "")
-    parts = ["<h3>The table</h3>",
-             f"<p>Each value of this run's rows rests on {html.escape(tc.sample_size())}." + (
+    parts = [f"<p>Each value of this run's rows rests on {html.escape(tc.sample_size())}." + (
                  f" FID and KID here compare sets of {small} images, fewer than "
                  f"{SMALL_SET}: both are biased upward at that size, so they rank rows of this "
                  "run among themselves but do not compare with the paper's values." if small
-                 else "") + "</p>",
-             str(page_table(bench_table(tc), caption=f"{tc.table.scope}; the paper's value "
-                                                     f"beneath ours where it reports one{here}"))]
+                 else "") + (f" Rows computed in this run{html.escape(here)}." if here else "")
+             + "</p>"]
     intervals = bench_intervals(tc)
     if len(intervals):
         parts.append("<details><summary>Each value with its 95 % interval</summary>"
@@ -296,7 +312,6 @@ def _section_table(tc) -> list[str]:
                                         "ranks (rows whose intervals overlap are not "
                                         "ordered); time and the set-level FID, KID, "
                                         "diversity and query dependence are not ranked")))
-    parts.append(f"<p>{html.escape(bench_reading(tc))}</p>")
     judges = judges_reading(tc)
     if judges:
         parts += ["<h3>The judges of transfer</h3>", judges]
@@ -305,17 +320,17 @@ def _section_table(tc) -> list[str]:
 
 def _section_checks(tc) -> list[str]:
     """The chapter's checks on the rows shown, and what each metric means."""
-    parts = ["<h3>The chapter's checks</h3><p>What the papers lead us to expect of this "
-             "table, on the rows above" + _renderer(tc)[3] + ":</p>"]
     checks = tc.checks()
     if checks.empty:
-        parts.append("<p>None of the table's expectations applies to these rows: they compare "
-                     "the papers' methods, and none of them stands beside yours here.</p>")
+        inner = ("<p>None of the table's expectations applies to these rows: they compare "
+                 "the papers' methods, and none of them stands beside yours here.</p>")
     else:
-        parts.append(str(verdicts(checks, by=list(tc.table.check_by) or None)))
-    parts.append(f"<details><summary>What each metric means</summary>"
-                 f"{metrics_table(tc.table.metrics)}</details>")
-    return parts
+        inner = str(verdicts(checks, by=list(tc.table.check_by) or None))
+    return [f'<details class="cflib-fold"><summary>What the papers claim about the other '
+            f"methods of this table, checked on the rows above</summary><p>What the papers "
+            f"lead us to expect of this table{_renderer(tc)[3]}:</p>{inner}</details>",
+            f"<details><summary>What each metric means</summary>"
+            f"{metrics_table(tc.table.metrics)}</details>"]
 
 
 def bench_section(tc) -> str:
@@ -375,17 +390,61 @@ def judges_reading(tc) -> str:
             "accept.</p>" + table + said)
 
 
+def _answer(tc) -> list[str]:
+    """A table's answer, first on the page: the verdict (ranks, judges, validity, edit or
+    redraw) and the table with the method's row marked."""
+    items = "".join(f"<li><b>{html.escape(topic)}</b>: {html.escape(text)}</li>"
+                    for topic, text in _reading(tc))
+    return [f"<h2>{html.escape(tc.table.label)}</h2>",
+            f'<ul class="cflib-verdict">{items}</ul>',
+            str(page_table(bench_table(tc), highlight=[tc.method],
+                           caption=f"{tc.table.scope}; your row marked"
+                                   + _paper_note(tc)))]
+
+
+def _paper_note(tc) -> str:
+    """Why the paper's values are (or are not) beneath ours."""
+    if not _all_pairs(tc):
+        return ("; the paper's values are left out: they are over all of the table's pairs, "
+                "this run's over " + ", ".join(tc.pairs))
+    return "; the paper's value beneath ours where it reports one"
+
+
+def _provenance(cmp) -> str:
+    """One line: when, from which commit, on which machine, at which settings."""
+    import datetime
+    import platform
+
+    import torch
+
+    from cflib.provenance import commit
+
+    cfg = ", ".join(f"{k}={v!r}" for k, v in cmp.config.items()) or "its defaults"
+    return (f'<p class="cflib-provenance">Run on {datetime.date.today().isoformat()} from '
+            f"commit <code>{html.escape(commit())}</code> of cflib, on "
+            f"{html.escape(platform.machine())} ({os.cpu_count()} cores, torch "
+            f"{html.escape(torch.__version__)}, device {html.escape(str(cmp.device))}): "
+            f"{html.escape(cmp.method)} ({html.escape(cmp.given)}; {html.escape(cfg)}) at "
+            f"profile {html.escape(cmp.profile)}, training seed {cmp.seeds.train}, data seed "
+            f"{cmp.seeds.data}, "
+            + (f"{cmp.n_images} queries" if cmp.n_images is not None else "the profile's queries")
+            + ".</p>")
+
+
 def bench_page(cmp) -> str:
-    """The comparison as one self-contained HTML page: the run, then each table's
+    """The comparison as one self-contained HTML page: each table's answer first (the
+    verdict and the table, your row marked), one provenance line, then each table's
     section (:func:`bench_section`); the book's stylesheet inline, figures as base64
     PNG, no file or network access needed to view it."""
     css = CSS.read_text() if CSS.exists() else ""
     title = f"{cmp.method} beside the book's tables"
-    body = [f"<h1>{html.escape(title)}</h1>",
-            "<p>Your method run through exactly the protocol of each table (its queries, data "
-            "seed, trained networks, metrics and reference rows), beside the book's rows and "
-            "the papers' values.</p>",
-            str(page_table(_run_table(cmp)))]
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    for tc in cmp.tables.values():
+        body += _answer(tc)
+    body.append(_provenance(cmp))
+    body.append("<h2>How these numbers were made</h2><p>Your method ran through exactly the "
+                "protocol of each table (its queries, data seed, trained networks, metrics "
+                "and reference rows), beside the book's rows.</p>")
     body += [bench_section(tc) for tc in cmp.tables.values()]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"

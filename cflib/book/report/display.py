@@ -141,7 +141,7 @@ def row_anchor(label: str) -> str:
 
 
 def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
-               width: int = COLUMN_PX, links=None) -> Page:
+               width: int = COLUMN_PX, links=None, highlight=()) -> Page:
     """A report table (columns ``(metric, part)``) as a page table.
 
     Parts ``ours`` and ``paper`` become one cell: ours, and the paper's value beneath it
@@ -151,7 +151,8 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
     their own columns.  Flat columns are shown as they are.  A table wider than
     ``width`` CSS pixels is split into several, each with the row labels.  A row whose
     label is in ``links`` names a link to its definition on the page
-    (``#`` + :func:`row_anchor`; the page places that anchor).
+    (``#`` + :func:`row_anchor`; the page places that anchor); a row whose label is in
+    ``highlight`` is marked (a user's row beside the book's).
     """
     if not isinstance(table, pd.DataFrame):
         raise TypeError(f"page_table takes a DataFrame, got {type(table).__name__}")
@@ -171,11 +172,12 @@ def page_table(table: pd.DataFrame, digits: int = 3, caption: str | None = None,
     linked = set() if links is None else set(map(str, links))
     heads = [f'<a class="cflib-row" href="#{row_anchor(lb)}">{html.escape(lb)}</a>'
              if lb in linked else html.escape(lb) for lb in labels]
-    desktop = _tables(cols, name, labels, wide, caption, heads)
+    marked = frozenset(map(str, highlight))
+    desktop = _tables(cols, name, labels, wide, caption, heads, marked)
     if narrow == wide:
         return Page(desktop)
     # a phone gets the same cells in narrower tables; the page shows one or the other
-    phone = _tables(cols, name, labels, narrow, caption, heads)
+    phone = _tables(cols, name, labels, narrow, caption, heads, marked)
     return Page(f'<div class="cflib-wide">{desktop}</div>'
                 f'<div class="cflib-narrow">{phone}</div>', plain=desktop)
 
@@ -240,7 +242,7 @@ def _flat_columns(table: pd.DataFrame, digits: int, arrows) -> dict:
 
 
 def _tables(cols: dict[str, list[str]], name: str, labels: list[str], chunks,
-            caption: str | None, heads: list[str]) -> str:
+            caption: str | None, heads: list[str], marked=frozenset()) -> str:
     out = []
     for k, chunk in enumerate(chunks):
         head = "".join(f"<th>{html.escape(h)}</th>" for h in chunk)
@@ -250,7 +252,8 @@ def _tables(cols: dict[str, list[str]], name: str, labels: list[str], chunks,
                 f'<td class="text">{cols[h][i]}</td>'
                 if cols[h][i].startswith('<span class="text">') else f"<td>{cols[h][i]}</td>"
                 for h in chunk)
-            body.append(f"<tr><th>{heads[i]}</th>{cells}</tr>")
+            mark = ' class="cflib-mark"' if label in marked else ""
+            body.append(f"<tr{mark}><th>{heads[i]}</th>{cells}</tr>")
         cap = f"<caption>{html.escape(caption)}</caption>" if caption and k == 0 else ""
         out.append(f'<div class="cflib-scroll"><table class="cflib-table">{cap}<thead><tr>'
                    f"<th>{html.escape(name)}</th>{head}</tr></thead><tbody>{''.join(body)}"
