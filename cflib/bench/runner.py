@@ -208,7 +208,8 @@ def _match(vals: pd.Series, a: str, b: str, match: str) -> tuple[bool, str]:
 
 def shape_checks(means: pd.DataFrame, table: str, by: list[str] | None = None,
                  expectations: pd.DataFrame | None = None, paired: PairedValues | None = None,
-                 n_boot: int = rm.N_BOOT, seed: int = 0, candidates=None) -> pd.DataFrame:
+                 n_boot: int = rm.N_BOOT, seed: int = 0, candidates=None,
+                 noise: dict | None = None) -> pd.DataFrame:
     """Test a table's expectations on a run's means.
 
     ``means`` has columns ``method, metric, value`` (plus the grouping columns ``by``);
@@ -218,10 +219,13 @@ def shape_checks(means: pd.DataFrame, table: str, by: list[str] | None = None,
     skipped without it).  A comparison with a ``match`` condition that its two rows do
     not meet is reported as not tested.  Expectations whose rows are absent are skipped.
     ``candidates`` limits the rows a ``best`` is compared with (default: every row).
+    ``noise``: ``{metric: (size, what)}``, the measured noise of a metric's values (a seed
+    spread, an interval's half-width, a stated selection error): an ordering that fails
+    by no more than it is ``within noise``, neither held nor failed (a materiality rule).
 
     Columns: ``expectation, metric, direction, method, value, other, other value,
     difference, ci_low, ci_high, matched, holds, significant, verdict, why, source``;
-    ``verdict`` is ``holds``, ``fails`` or ``not tested``.
+    ``verdict`` is ``holds``, ``fails``, ``within noise``, ``inconclusive`` or ``not tested``.
     """
     exp = expected_orderings(table) if expectations is None else expectations
     groups = means.groupby(by, sort=False) if by else [((), means)]
@@ -232,7 +236,8 @@ def shape_checks(means: pd.DataFrame, table: str, by: list[str] | None = None,
         for e in exp.itertuples():
             got = _compare(e, vals, candidates, paired, n_boot, seed)
             if got is not None:
-                rows.append({**dict(zip(by or [], key)), **_verdict(e, vals, *got)})
+                rows.append({**dict(zip(by or [], key)),
+                             **_verdict(e, vals, *got, noise=(noise or {}).get(e.metric))})
     cols = (by or []) + ["expectation", "metric", "direction", "method", "value", "other",
                          "other value", "difference", "ci_low", "ci_high", "matched", "holds",
                          "significant", "verdict", "why", "source"]
@@ -285,7 +290,8 @@ def _compare(e, vals: pd.Series, candidates, paired, n_boot: int, seed: int):
     return v, other, w, holds, ci, significant, (v - w) if diff is None else diff
 
 
-def _verdict(e, vals: pd.Series, v, other, w, holds, ci, significant, diff) -> dict:
+def _verdict(e, vals: pd.Series, v, other, w, holds, ci, significant, diff,
+             noise=None) -> dict:
     """The row of a tested expectation: its verdict (a ``match`` condition its rows do
     not meet: not tested; a paired interval that includes 0: inconclusive) and why."""
     spec = get_spec(e.metric)
@@ -302,6 +308,11 @@ def _verdict(e, vals: pd.Series, v, other, w, holds, ci, significant, diff) -> d
         why = "the 95 % interval includes 0"
     elif significant and not holds:
         why = "the 95 % interval excludes 0, the other way"
+    elif (verdict == "fails" and noise is not None and e.relation in ("better", "best")
+          and abs(v - w) <= noise[0]):
+        # a gap smaller than the measured noise is no finding either way
+        verdict = "within noise"
+        why = f"the gap {abs(v - w):.3g} is within {noise[1]} ({noise[0]:.3g})"
     shown = abs if spec.higher_is_better is None else float
     return {"expectation": _text(e), "metric": e.metric, "direction": spec.arrow,
             "method": e.method, "value": shown(v), "other": other, "other value": shown(w),

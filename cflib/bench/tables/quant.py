@@ -671,7 +671,29 @@ def shape_checks(run: QuantRun, n_boot: int = N_BOOT, seed: int = 0) -> pd.DataF
         return va, vb
 
     return _shape_checks(means, TABLE, paired=paired, n_boot=n_boot, seed=seed,
-                         candidates=[m for m in run.methods if m in RECIPES])
+                         candidates=[m for m in run.methods if m in RECIPES],
+                         noise={"Accuracy": accuracy_noise(run)})
+
+
+def accuracy_noise(run: QuantRun) -> tuple[float, str]:
+    """The noise of an accuracy ordering: the standard error of the FP model's selection
+    accuracy (it is the epoch of best accuracy on the pool's held-out images, so a gap
+    below that error is what choosing another epoch moves), or the sd over training seeds
+    where it is larger."""
+    from cflib.bench.profiles import get_profile
+
+    res = run.results[run.results["variant"] == ""]
+    acc = res[(res["method"] == FP32) & (res["metric"] == "Accuracy")]["value"]
+    p = float(acc.mean())
+    q = get_profile(str(res["profile"].iloc[0])).quant
+    pool = q.train_subset if q.train_subset is not None else 60000
+    n_val = max(1, round(pool * q.val_fraction))
+    se = math.sqrt(p * (1 - p) / n_val)
+    sd = float(acc.std()) if len(acc) > 1 else 0.0
+    if sd > se:
+        return sd, f"the sd of FP32's accuracy over {len(acc)} training seeds"
+    return se, (f"the standard error of the FP model's selection accuracy on its {n_val} "
+                "held-out images")
 
 
 # -- the table's spec ------------------------------------------------------------------------

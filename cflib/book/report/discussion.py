@@ -239,6 +239,24 @@ class Readings:
         by = ["model"] if self.table == "bayes" else None
         return shape_checks(self.main_means(), self.table, by=by)
 
+    def claim_checks(self, method: str) -> dict:
+        """The papers' claims about ``method`` (checks whose source is a paper, not our
+        protocol) on this run: ``n`` checks, how many ``holds``, and each one that fails,
+        named with its model (a page says plainly which of a paper's headline claims
+        fail)."""
+        from cflib.book.report.display import PROTOCOL_SOURCES
+
+        ch = self.checks()
+        if ch.empty:
+            return {"n": 0, "holds": 0, "fails": []}
+        src = ch["source"].astype(str).str.lower()
+        d = ch[(ch["method"] == method) & ~src.str.startswith(PROTOCOL_SOURCES)]
+        fails = d[d["verdict"] == "fails"]
+        where = (fails["model"].map(lambda mo: f" ({mo.replace('_', ' ')})")
+                 if "model" in fails.columns else pd.Series("", index=fails.index))
+        return {"n": len(d), "holds": int((d["verdict"] == "holds").sum()),
+                "fails": [f"{e}{w}" for e, w in zip(fails["expectation"], where)]}
+
     def ranks(self) -> pd.DataFrame:
         """The cross-dataset page's mean ranks (rows: methods; columns: MNIST,
         Fashion-MNIST, change), from the two C3LT chapters' results as
@@ -381,7 +399,7 @@ def render(template: str, readings: Readings, **context) -> str:
               "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
               "evidence", "candidates", "budget_rule", "generator_reading",
               "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
-              "like_explained")}
+              "like_explained", "claim_checks")}
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
     context = {**_constants(readings, profile), **context}
     return environment().from_string(template).render(

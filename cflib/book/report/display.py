@@ -364,7 +364,7 @@ def fold(summary: str, *items, note: str | None = None) -> Page:
 
 
 _MARK = {"holds": ("✓", "holds"), "fails": ("✗", "fails"), "not tested": ("–", "not tested"),
-         "inconclusive": ("–", "inconclusive")}
+         "inconclusive": ("–", "inconclusive"), "within noise": ("≈", "within noise")}
 #: a check whose source starts so is a sanity check of our protocol, not a paper's claim
 PROTOCOL_SOURCES = ("our protocol", "reference row", "fewer bits")
 
@@ -382,10 +382,12 @@ def _tally(checks: pd.DataFrame) -> str:
         ties = int(((d["verdict"] == "holds") & (d["value"] == d["other value"])).sum())
         verb = {"holds": ("holds", "hold"), "fails": ("fails", "fail"),
                 "inconclusive": ("is inconclusive", "are inconclusive"),
+                "within noise": ("is within noise", "are within noise"),
                 "not tested": ("is not tested", "are not tested")}
         say = lambda k: f"{n.get(k, 0)} {verb[k][n.get(k, 0) != 1]}"  # noqa: E731
         held = say("holds") + (f" ({ties} only as ties: both values equal)" if ties else "")
-        rest = [say(k) for k in ("fails", "inconclusive", "not tested") if n.get(k)]
+        rest = [say(k) for k in ("fails", "within noise", "inconclusive", "not tested")
+                if n.get(k)]
         parts.append(f"{name}: {', '.join([held, *rest])}")
     return "<p>" + "; ".join(parts).capitalize() + ".</p>" if parts else ""
 
@@ -411,7 +413,7 @@ def _verdict_lines(checks: pd.DataFrame, by: list[str], digits: int) -> list[str
     """A check table's lines, failures first: the verdict, both values, the paired
     interval, why it was not tested or is not significant, and the source."""
     lines = []
-    order = {"fails": 0, "inconclusive": 1, "not tested": 1, "holds": 2}
+    order = {"fails": 0, "within noise": 1, "inconclusive": 1, "not tested": 1, "holds": 2}
     d = checks.assign(_o=checks["verdict"].map(order)).sort_values("_o", kind="stable")
     for r in d.to_dict("records"):
         mark, word = _MARK.get(r["verdict"], ("?", r["verdict"]))
