@@ -242,8 +242,14 @@ def _verify(args) -> None:
         digests.refuse_unmatched(CHAPTERS)
     except ValueError as err:
         raise SystemExit(str(err)) from None
-    print("every executed chapter matches its seal, and every results file the notebook "
-          "or the recorded run that wrote it")
+    from cflib.book.report.readme import generated_stale
+
+    stale = generated_stale()
+    if stale:
+        raise SystemExit("cflib verify: " + "; ".join(stale))
+    print("every executed chapter matches its seal, every results file the notebook or the "
+          "recorded run that wrote it, and the README's summary and the results page the "
+          "results")
 
 
 def _record(args) -> None:

@@ -322,6 +322,26 @@ def update_readme(readme="README.md", results_dir="results", page=None) -> str:
     return _replace_block(readme, SUMMARY_START, SUMMARY_END, block)
 
 
+def generated_stale(readme=PROJECT_ROOT / "README.md", results_dir="results",
+                    page=None) -> list[str]:
+    """The generated text that no longer matches what it was generated from: the README's
+    summary block and the results page, each regenerated from the results and compared
+    (a number edited by hand in either is named; ``cflib verify`` and CI call this)."""
+    bad = []
+    text = Path(readme).read_text()
+    if SUMMARY_START in text and SUMMARY_END in text:
+        block = text.split(SUMMARY_START, 1)[1].split(SUMMARY_END, 1)[0].strip("\n")
+        if block != summary(results_dir).strip("\n"):
+            bad.append(f"{Path(readme).name}'s summary block does not match the results it is "
+                       "generated from (edited by hand, or the results changed): run "
+                       "`cflib readme`")
+    page = Path(page or RESULTS_PAGE)
+    if not page.exists() or page.read_text() != results_page(results_dir):
+        bad.append(f"{page.relative_to(PROJECT_ROOT) if page.is_relative_to(PROJECT_ROOT) else page} "
+                   "does not match the results it is generated from: run `cflib readme`")
+    return bad
+
+
 def _replace_block(path, start: str, end: str, block: str) -> str:
     """Rewrite the text between two markers of a file, atomically; returns the new text."""
     path = Path(path)

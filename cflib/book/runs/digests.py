@@ -267,10 +267,11 @@ def check_seal(chapter: str | Chapter, folder: Path = CHAPTER_DIR, nb=None) -> l
         if not path.exists():
             return []
         nb = nbformat.read(path, as_version=4)
-    if "cflib" not in nb.metadata:
-        return []
     fix = (f"`git checkout -- {rel(path)}` to restore the committed one, or re-execute "
            f"it with `make chapter NB={ch.name}`")
+    if "cflib" not in nb.metadata:
+        return [f"{rel(path)} has no run record (metadata.cflib: what its run read and "
+                f"wrote, and its seal): it is not a chapter a run wrote; {fix}"]
     if "seal" not in nb.metadata["cflib"]:
         return [f"{rel(path)} has no seal (written by an older cflib, or by hand): {fix}"]
     if nb.metadata["cflib"]["seal"] != seal(nb):
@@ -289,7 +290,10 @@ def check_outputs(chapter: str | Chapter, results_root: Path = RESULTS_DIR,
     ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
     path = Path(folder) / f"{ch.name}.ipynb"
     nb = nbformat.read(path, as_version=4) if path.exists() else None
-    bad = check_seal(ch, folder, nb) if nb is not None else []
+    if nb is None:
+        return [f"{rel(path)} is missing: `git checkout -- {rel(path)}` restores the "
+                f"committed chapter, or execute it with `make chapter NB={ch.name}`"]
+    bad = check_seal(ch, folder, nb)
     if bad:             # its record of the outputs cannot be trusted either
         return bad
     meta = (nb.metadata.get("cflib") if nb is not None else None) or {}

@@ -71,7 +71,16 @@ def record_written(paths, by: str, root: Path = RESULTS_DIR) -> dict:
                 raise ValueError(f"{p} is not under the results folder {root}") from None
             if not p.is_file():
                 raise ValueError(f"{rel(p)} is not a file: nothing to record")
-            files[name] = {"sha256": _sha(p), "by": by, "commit": at, "date": when}
+            if not str(by).strip():
+                raise ValueError("--by must name the command that wrote the file(s)")
+            old, sha = files.get(name), _sha(p)
+            if old is not None and old.get("sha256") == sha:
+                if (old.get("by"), old.get("commit")) != (by, at):
+                    raise ValueError(f"{rel(p)} is recorded already, unchanged since "
+                                     f"({old.get('by')!r}, commit {old.get('commit')}): its "
+                                     "record keeps the command and commit that wrote it")
+                continue
+            files[name] = {"sha256": sha, "by": by, "commit": at, "date": when}
         text = json.dumps({"format": 1, "files": dict(sorted(files.items()))}, indent=1) + "\n"
         atomic_write(ledger, text)
     return files

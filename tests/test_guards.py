@@ -1,0 +1,69 @@
+"""Guards without a side door (issue 62): a chapter's seal cannot be switched off by
+deleting its record, a missing chapter is refused, the generated README block and results
+page are bound to the results, and the record of a results file keeps who wrote it."""
+from __future__ import annotations
+
+import shutil
+
+import nbformat
+import pytest
+
+from cflib.book.runs import digests
+from cflib.book.runs.paths import CHAPTER_DIR, PROJECT_ROOT
+
+
+@pytest.fixture
+def book(tmp_path):
+    """The committed chapters copied to a scratch folder."""
+    folder = tmp_path / "chapters"
+    shutil.copytree(CHAPTER_DIR, folder)
+    return folder
+
+
+def test_a_chapter_without_its_run_record_is_refused(book):
+    path = book / "cross_dataset.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    del nb.metadata["cflib"]
+    nbformat.write(nb, path)
+    bad = digests.check_seal("cross_dataset", book)
+    assert bad and "has no run record" in bad[0] and "make chapter NB=cross_dataset" in bad[0]
+    assert digests.check_outputs("cross_dataset", PROJECT_ROOT / "results", book)
+
+
+def test_a_missing_chapter_is_refused(book):
+    (book / "cross_dataset.ipynb").unlink()
+    bad = digests.check_outputs("cross_dataset", PROJECT_ROOT / "results", book)
+    assert bad and "is missing" in bad[0] and "git checkout" in bad[0]
+
+
+@pytest.mark.data
+def test_a_number_edited_in_the_readme_or_the_results_page_is_named(tmp_path):
+    from cflib.book.report.readme import RESULTS_PAGE, generated_stale
+
+    readme, page = tmp_path / "README.md", tmp_path / "results.md"
+    shutil.copy2(PROJECT_ROOT / "README.md", readme)
+    shutil.copy2(RESULTS_PAGE, page)
+    assert generated_stale(readme, PROJECT_ROOT / "results", page) == []
+    text = readme.read_text()
+    start = text.index("<!-- summary:start -->")
+    i = text.index("0.", start)
+    readme.write_text(text[:i] + "9." + text[i + 2:])           # one digit changed
+    assert "summary block does not match" in " ".join(
+        generated_stale(readme, PROJECT_ROOT / "results", page))
+    page.write_text(page.read_text().replace("0.", "9.", 1))
+    assert len(generated_stale(readme, PROJECT_ROOT / "results", page)) == 2
+
+
+def test_a_record_keeps_who_wrote_an_unchanged_file(tmp_path):
+    from cflib.book.runs.written import read_ledger, record_written
+
+    f = tmp_path / "t.csv"
+    f.write_text("a\n1\n")
+    record_written([f], "python tool.py", tmp_path)
+    with pytest.raises(ValueError, match="recorded already, unchanged"):
+        record_written([f], "someone else", tmp_path)
+    with pytest.raises(ValueError, match="--by must name"):
+        record_written([f], " ", tmp_path)
+    f.write_text("a\n2\n")                              # a new content: a new record
+    record_written([f], "python tool.py --again", tmp_path)
+    assert read_ledger(tmp_path)["t.csv"]["by"] == "python tool.py --again"
