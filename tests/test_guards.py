@@ -67,3 +67,36 @@ def test_a_record_keeps_who_wrote_an_unchanged_file(tmp_path):
     f.write_text("a\n2\n")                              # a new content: a new record
     record_written([f], "python tool.py --again", tmp_path)
     assert read_ledger(tmp_path)["t.csv"]["by"] == "python tool.py --again"
+
+
+# -- the bench guards the classifier's behaviour, not only its weights ---------------------
+@pytest.mark.parametrize("what, make, match", [
+    ("a hook", lambda clf: lambda m, x, t: (clf[1].register_forward_hook(
+        lambda mod, i, o: -o), x)[1], "a hook left on the classifier"),
+    ("grad mode", lambda clf: lambda m, x, t: (__import__("torch").set_grad_enabled(False), x)[1],
+     "gradient mode"),
+    ("default dtype", lambda clf: lambda m, x, t: (__import__("torch").set_default_dtype(
+        __import__("torch").float64), x)[1], "default dtype"),
+    ("an exit", lambda clf: lambda m, x, t: __import__("sys").exit(0), "called sys.exit"),
+])
+def test_a_method_that_changes_the_classifier_or_torch_is_refused_by_name(what, make, match):
+    import torch
+
+    from cflib.bench.methods import MethodError, _guard, state_of
+    from cflib.explainers import from_function
+
+    clf = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3)).eval()
+    with torch.no_grad():
+        clf[1].weight.zero_()
+        clf[1].bias.copy_(torch.tensor([3.0, 0.0, -1.0]))    # every query in class 0
+    fn = make(clf)
+
+    def mine(model, x, target):
+        return fn(model, x, target)
+
+    ex = _guard(from_function(mine)(clf), "Mine", "table t", clf, state_of(clf))
+    before = (torch.is_grad_enabled(), torch.get_default_dtype())
+    with pytest.raises(MethodError, match=match):
+        ex.explain(torch.zeros(2, 1, 4, 4), 1)
+    # torch's global settings are put back, whatever the method did
+    assert (torch.is_grad_enabled(), torch.get_default_dtype()) == before

@@ -9,12 +9,14 @@ import importlib
 import inspect
 from dataclasses import dataclass, fields, is_dataclass
 
+import torch
+
 from cflib.bench import catalog
 from cflib.bench.tables.registry import TableSpec
 from cflib.explainers import Explainer, from_function
 from cflib.scopes import seeded
 
-__all__ = ["Method", "MethodError", "resolve_method", "probe", "entry"]
+__all__ = ["Method", "MethodError", "resolve_method", "probe", "entry", "state_of"]
 
 
 class MethodError(RuntimeError):
@@ -133,30 +135,70 @@ def probe(method: Method, table: TableSpec) -> None:
                         f"{type(ex).__name__}, not an explainer")
 
 
-def _untouched(classifier, before: str, name: str, where: str, when: str) -> None:
-    """A :class:`MethodError` when the method changed the weights (or buffers) of the
-    classifier it explains: every later row and the judges are measured with it."""
+def state_of(classifier) -> dict:
+    """What a user's method must leave as it found it: the classifier's weights (their
+    fingerprint) and the hooks on any of its modules (a hook changes what it computes
+    without touching a weight), torch's gradient mode, default dtype and global RNG."""
     from cflib.cache import fingerprint
 
-    now = fingerprint(classifier)
-    if now != before:
-        raise MethodError(f"{name} changed the weights of the classifier it explains, in place, "
-                          f"{when} on {where} (fingerprint {before} became {now}); the rows "
-                          "that follow and the book's reference rows are measured with that "
-                          "classifier, so the run stops here.  A method must leave the model "
-                          "it explains as it found it: change a copy (copy.deepcopy) instead")
+    hooks = []
+    for mod_name, mod in classifier.named_modules():
+        for kind in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                     "_backward_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks"):
+            for key in getattr(mod, kind, {}) or {}:
+                hooks.append(f"{kind.strip('_')} on {mod_name or 'the model'} ({key})")
+    return {"weights": fingerprint(classifier), "hooks": hooks,
+            "grad mode": torch.is_grad_enabled(), "default dtype": torch.get_default_dtype(),
+            "rng": torch.random.get_rng_state()}
+
+
+def _untouched(classifier, before: dict, name: str, where: str, when: str) -> None:
+    """A :class:`MethodError` when the method changed the classifier it explains (its
+    weights, or a hook left on it) or torch's global settings (gradient mode, default
+    dtype): every later row and the judges are measured with them, so the run stops; the
+    global settings are put back first.  Draws from the global RNG are undone."""
+    now = state_of(classifier)
+    changed = []
+    if now["weights"] != before["weights"]:
+        changed.append(f"the weights of the classifier it explains, in place (fingerprint "
+                       f"{before['weights']} became {now['weights']}); change a copy "
+                       "(copy.deepcopy) instead")
+    extra = [h for h in now["hooks"] if h not in before["hooks"]]
+    if extra:
+        changed.append(f"a hook left on the classifier ({'; '.join(extra[:3])}); remove it "
+                       "(handle.remove()) before returning")
+    if now["grad mode"] != before["grad mode"]:
+        torch.set_grad_enabled(before["grad mode"])
+        changed.append(f"torch's gradient mode ({before['grad mode']} -> {now['grad mode']})")
+    if now["default dtype"] != before["default dtype"]:
+        torch.set_default_dtype(before["default dtype"])
+        changed.append(f"torch's default dtype ({before['default dtype']} -> "
+                       f"{now['default dtype']})")
+    if not torch.equal(now["rng"], before["rng"]):
+        # drawing from the global RNG (a network built in a method's __init__) is allowed;
+        # the draws are undone, so the rows that follow draw as they would without it
+        torch.random.set_rng_state(before["rng"])
+    if changed:
+        raise MethodError(f"{name} changed {'; and '.join(changed)}, {when} on {where}; the "
+                          "rows that follow and the book's reference rows are measured "
+                          "after it, so the run stops here.  A method must leave the model "
+                          "it explains and torch's global state as it found them")
 
 
 def _guard(ex: Explainer, name: str, where: str, classifier=None,
-           before: str | None = None) -> Explainer:
-    """``ex`` whose explain re-raises any failure as a :class:`MethodError` naming the
-    method and ``where`` (the table and pair), and, given the ``classifier`` and its
-    fingerprint ``before``, refuses a method that changed the classifier's weights."""
+           before: dict | None = None) -> Explainer:
+    """``ex`` whose explain re-raises any failure (an exit too) as a :class:`MethodError`
+    naming the method and ``where`` (the table and pair), and, given the ``classifier``
+    and its state ``before`` (:func:`state_of`), refuses a method that changed it or
+    torch's global state."""
     explain = ex.explain
 
     def guarded(*args, **kwargs):
         try:
             out = explain(*args, **kwargs)
+        except SystemExit as err:
+            raise MethodError(f"{name} called sys.exit({err.code!r}) on {where}: a method "
+                              "returns counterfactuals or raises an error") from None
         except Exception as err:
             raise MethodError(f"{name} failed on {where}: {type(err).__name__}: {err}") from err
         if classifier is not None:
@@ -172,6 +214,9 @@ def _fit(ex: Explainer, name: str, where: str, x_query, x_target, pair) -> Expla
     takes_pair = "pair" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
     try:
         out = ex.fit(x_query, x_target, pair=pair) if takes_pair else ex.fit(x_query, x_target)
+    except SystemExit as err:
+        raise MethodError(f"{name} called sys.exit({err.code!r}) while fitting on {where}"
+                          ) from None
     except Exception as err:
         raise MethodError(f"{name} failed to fit on {where}: {type(err).__name__}: {err} "
                           "(a method with needs_fit is fitted with fit(x_query, x_target"
@@ -192,11 +237,12 @@ def entry(method: Method, table: TableSpec) -> catalog.Entry:
             where = f"table {table.key}, pair {q}->{t}"
         else:
             where = f"table {table.key}"
-        from cflib.cache import fingerprint
-
-        before = fingerprint(r.classifier)
+        before = state_of(r.classifier)
         try:
             ex = method.build(r.classifier)
+        except SystemExit as err:
+            raise MethodError(f"{method.name} called sys.exit({err.code!r}) when built on "
+                              f"{where}") from None
         except Exception as err:
             raise MethodError(f"{method.name} could not be built on {where}: "
                               f"{type(err).__name__}: {err}") from err
