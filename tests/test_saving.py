@@ -259,11 +259,23 @@ def test_methods_that_learn_nothing_save_their_config(tiny_classifier, data, tmp
         other.head[-1].bias[0] += 1.0
     assert AdvAttack.load(AdvAttack(tiny_classifier, steps=4).save(tmp_path / "adv"),
                           other).config.steps == 4
-    # a learned method saved without its record is refused
+    # the .json edited by hand (another method named in it): its checksum refuses it
     doc = json.loads((tmp_path / "cem.json").read_text())
     doc["method"], doc["config"] = "Original Data", {"batch_size": 256}
     (tmp_path / "cem.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="do not match their checksum"):
+        OriginalData.load(tmp_path / "cem", tiny_classifier)
+    # re-signed (a forgery by hand): a learned method saved without its record is refused
+    from cflib.explainers.records import checksum
+
+    tensors = torch.load(tmp_path / "cem.pt", weights_only=True)
+    doc["sha256"] = checksum(doc, tensors)
+    (tmp_path / "cem.json").write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="no fit record, but Original Data must be fitted"):
+        OriginalData.load(tmp_path / "cem", tiny_classifier)
+    del doc["sha256"]                                  # a checksum deleted: refused too
+    (tmp_path / "cem.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="has no checksum"):
         OriginalData.load(tmp_path / "cem", tiny_classifier)
 
 
@@ -272,6 +284,40 @@ def test_methods_that_learn_nothing_save_their_config(tiny_classifier, data, tmp
 def cf(tiny_classifier, bars):
     x, y = bars
     return AdvAttack(tiny_classifier, steps=3).explain(x[y == 0][:6], 1, seed=0)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d["batches"][""].update(seconds="fast"), "do not match their checksum"),
+    (lambda d: d["batches"][""].update(method="Mine"), "do not match their checksum"),
+    (lambda d: d.pop("sha256"), "has no checksum"),
+])
+def test_a_saved_json_edited_in_any_field_is_refused(cf, tmp_path, edit, match):
+    """The checksum covers the .json as well as the .pt: a changed method, time, meta or
+    tensor name is seen; a deleted checksum is no way around it."""
+    path = cf.save(tmp_path / "cf")
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=match):
+        Counterfactuals.load(path)
+
+
+def test_every_field_of_a_saved_batch_is_checked(cf, tmp_path):
+    """A file re-signed by hand (out of scope for the checksum) still meets the field
+    checks: a tensor name pointed at another tensor, a time that is not a number."""
+    from cflib.explainers.records import checksum
+
+    path = cf.save(tmp_path / "cf")
+    tensors = torch.load(tmp_path / "cf.pt", weights_only=True)
+    for field, value, match in (("success", {"__tensor__": "/x"}, "'success'"),
+                                ("seconds", "fast", "'seconds'")):
+        doc = json.loads(path.read_text())
+        doc["batches"][""][field] = value
+        doc["sha256"] = checksum(doc, tensors)
+        path.with_name("bad.json").write_text(json.dumps(doc))
+        (tmp_path / "bad.pt").write_bytes((tmp_path / "cf.pt").read_bytes())
+        with pytest.raises(ValueError, match=match):
+            Counterfactuals.load(tmp_path / "bad")
 
 
 def test_counterfactuals_of_another_schema_version_are_refused(cf, tmp_path):
@@ -303,7 +349,9 @@ def test_counterfactuals_keep_types_and_a_head_saves_only_its_rows(cf, tmp_path)
     back = Counterfactuals.load(tmp_path / "all")
     assert_same_cf(cf, back)
     big = cf.x.repeat(50, 1, 1, 1)
-    many = Counterfactuals(**{**cf.__dict__, "x": big, "x_cf": big.clone()})
+    many = Counterfactuals(**{**cf.__dict__, "x": big, "x_cf": big.clone(),
+                              **{k: getattr(cf, k).repeat(50)
+                                 for k in ("target", "pred", "pred_cf", "success")}})
     many.head(2).save(tmp_path / "head")
     assert (tmp_path / "head.pt").stat().st_size < (tmp_path / "all.pt").stat().st_size
     assert len(Counterfactuals.load(tmp_path / "head")) == 2
@@ -379,7 +427,7 @@ def test_bad_save_files_get_errors_that_name_the_file(tmp_path):
     cf.save(a)
     Counterfactuals(**{**cf.__dict__, "x_cf": x + 0.5}).save(b)
     (tmp_path / "b.pt").replace(tmp_path / "a.pt")       # a's .json beside b's .pt
-    with pytest.raises(ValueError, match=re.escape(f"{a}.pt does not hold the tensors")):
+    with pytest.raises(ValueError, match=re.escape(f"{a}.json and {a}.pt do not match")):
         Counterfactuals.load(a)
     (tmp_path / "a.json").write_text("{not json")
     with pytest.raises(ValueError, match=re.escape(f"{a}.json is not a saved")):

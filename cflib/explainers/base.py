@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 import cflib
-from cflib.cache import cached, fingerprint, state_fingerprint
+from cflib.cache import cached, fingerprint
 from cflib.env import forbid_compute
 from cflib.explainers.records import (
     FitRecord,
@@ -235,7 +235,7 @@ class Counterfactuals:
 
 
 #: the version of the files :meth:`Counterfactuals.save` writes
-CF_SCHEMA = 1
+CF_SCHEMA = 2
 _CF_KIND = "cflib.Counterfactuals"
 _CF_TENSORS = ("x", "x_cf", "target", "pred", "pred_cf", "success")
 
@@ -255,8 +255,7 @@ def save_counterfactuals(path, batches: dict[str, "Counterfactuals"]) -> Path:
         rec.update(seconds=float(cf.seconds), method=cf.method,
                    meta=encode(cf.meta, f"{name}/meta", tensors, what))
         records[name] = rec
-    doc = {"schema": CF_SCHEMA, "kind": _CF_KIND, "batches": records,
-           "sha256": state_fingerprint(tensors)}     # binds the .json to its .pt
+    doc = {"schema": CF_SCHEMA, "kind": _CF_KIND, "batches": records}
     return write_pair(path, doc, tensors)
 
 
@@ -264,12 +263,48 @@ def load_counterfactuals(path) -> dict[str, "Counterfactuals"]:
     """The batches :func:`save_counterfactuals` wrote to ``path``, by name (a ValueError
     names a file of another schema version)."""
     doc, tensors = read_pair(path, _CF_KIND, CF_SCHEMA, "counterfactuals")
-    out = {}
-    for name, rec in doc["batches"].items():
-        out[name] = Counterfactuals(**{k: decode(rec[k], tensors) for k in _CF_TENSORS},
-                                    seconds=rec["seconds"], method=rec["method"],
-                                    meta=decode(rec["meta"], tensors))
-    return out
+    batches = doc.get("batches")
+    if not isinstance(batches, dict):
+        raise ValueError(f"{path}: 'batches' is not a mapping of named batches")
+    return {name: _batch(path, name, rec, tensors) for name, rec in batches.items()}
+
+
+def _batch(path, name: str, rec, tensors: dict) -> "Counterfactuals":
+    """One saved batch, every field checked: one clear error naming the file and field."""
+    def bad(field: str, why: str) -> ValueError:
+        return ValueError(f"{path}: batch {name!r}, field {field!r}: {why}")
+
+    if not isinstance(rec, dict):
+        raise bad("", "not a record")
+    missing = [k for k in (*_CF_TENSORS, "seconds", "method", "meta") if k not in rec]
+    if missing:
+        raise bad(missing[0], "missing")
+    try:
+        vals = {k: decode(rec[k], tensors) for k in _CF_TENSORS}
+    except (KeyError, TypeError) as err:
+        raise bad("tensors", f"names a tensor the .pt does not hold ({err})") from None
+    for k, v in vals.items():
+        if not torch.is_tensor(v):
+            raise bad(k, f"is a {type(v).__name__}, not a tensor")
+    n = len(vals["x"]) if vals["x"].dim() else -1
+    if vals["x_cf"].shape != vals["x"].shape or n < 0:
+        raise bad("x_cf", f"shape {tuple(vals['x_cf'].shape)} is not the queries' "
+                          f"{tuple(vals['x'].shape)}")
+    for k in ("target", "pred", "pred_cf", "success"):
+        if vals[k].shape != (n,):
+            raise bad(k, f"shape {tuple(vals[k].shape)}, not ({n},)")
+    if vals["success"].dtype != torch.bool:
+        raise bad("success", f"dtype {vals['success'].dtype}, not a bool mask")
+    seconds = rec["seconds"]
+    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds) or seconds < 0):
+        raise bad("seconds", f"{seconds!r} is not a number of seconds")
+    if not isinstance(rec["method"], str):
+        raise bad("method", f"{rec['method']!r} is not a method's name")
+    meta = decode(rec["meta"], tensors)
+    if not isinstance(meta, dict):
+        raise bad("meta", f"is a {type(meta).__name__}, not a mapping")
+    return Counterfactuals(**vals, seconds=float(seconds), method=rec["method"], meta=meta)
 
 
 def _first_layer(model: nn.Module) -> nn.Module:

@@ -28,8 +28,10 @@ from cflib.cache import state_fingerprint
 from cflib.io import atomic_write
 
 #: the version of the files :meth:`Explainer.save <cflib.explainers.Explainer.save>` writes
-FIT_SCHEMA = 1
+FIT_SCHEMA = 2
 FIT_KIND = "cflib.Explainer"
+#: older schemas still read, per kind: their checksum covers the tensors alone
+LEGACY = {"cflib.Explainer": (1,), "cflib.Counterfactuals": (1,)}
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,21 @@ def decode(value, tensors: dict[str, torch.Tensor]):
     return value
 
 
+def checksum(doc: dict, tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 of a saved pair as a whole: the JSON document (but its ``sha256``) and every
+    tensor, so that an edit of either file is seen."""
+    import hashlib
+
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    h = hashlib.sha256(json.dumps(body, sort_keys=True).encode())
+    h.update(state_fingerprint(tensors).encode())
+    return h.hexdigest()[:32]
+
+
 def write(path, doc: dict, tensors: dict[str, torch.Tensor]) -> Path:
-    """``<stem>.pt`` (the tensors) and ``<stem>.json`` (``doc``), each written atomically;
-    returns the ``.json`` path."""
+    """``<stem>.pt`` (the tensors) and ``<stem>.json`` (``doc`` with its :func:`checksum`),
+    each written atomically; returns the ``.json`` path."""
+    doc = {**doc, "sha256": checksum(doc, tensors)}
     s = stem(path)
     s.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(s.with_suffix(".pt"), lambda tmp: torch.save(tensors, tmp))
@@ -146,9 +160,12 @@ def read(path, kind: str, schema: int, what: str) -> tuple[dict, dict[str, torch
     if got.get("kind") != kind:
         raise ValueError(f"{s}.json is not a saved {what} of cflib (its kind is "
                          f"{got.get('kind')!r}, not {kind!r})")
-    if got.get("schema") != schema:
+    if got.get("schema") not in (schema, *LEGACY.get(kind, ())):
         raise ValueError(f"{s}.json is schema version {got.get('schema')!r} of {kind}; this "
                          f"cflib reads schema {schema} (write it again with this version)")
+    if not isinstance(got.get("sha256"), str):
+        raise ValueError(f"{s}.json has no checksum (sha256): it is not a file cflib saved "
+                         "whole, or it was edited; save it again")
     try:
         tensors = torch.load(s.with_suffix(".pt"), map_location="cpu", weights_only=True)
     except Exception as err:  # truncated, not a torch file, unsafe content...
@@ -157,9 +174,12 @@ def read(path, kind: str, schema: int, what: str) -> tuple[dict, dict[str, torch
     if not isinstance(tensors, dict):
         raise ValueError(f"{s}.pt is not the tensors of a saved {what} (it holds a "
                          f"{type(tensors).__name__})")
-    if "sha256" in got and got["sha256"] != state_fingerprint(tensors):
-        raise ValueError(f"{s}.pt does not hold the tensors {s}.json was written with "
-                         "(checksum differs): the two files were not saved together")
+    # the schema's own checksum covers both files; a legacy one covered the tensors alone
+    want = (checksum(doc, tensors) if got["schema"] == schema
+            else state_fingerprint(tensors))
+    if got["sha256"] != want:
+        raise ValueError(f"{s}.json and {s}.pt do not match their checksum: one of them was "
+                         "edited, or they were not saved together; save them again")
     return doc, tensors
 
 
@@ -179,8 +199,7 @@ def write_explainer(path, method: str, config: dict, record: FitRecord | None) -
                "info": encode(dict(record.info), "record.info", tensors, what)}
     doc = {"schema": FIT_SCHEMA, "kind": FIT_KIND, "method": method,
            "config": encode(config, "config", tensors, what),
-           "cflib_version": cflib.__version__, "record": rec,
-           "sha256": state_fingerprint(tensors)}
+           "cflib_version": cflib.__version__, "record": rec}
     return write(path, doc, tensors)
 
 
@@ -188,10 +207,6 @@ def read_explainer(path) -> tuple[str, dict, FitRecord | None]:
     """``(method, config, record)`` of a file :func:`write_explainer` wrote; a ValueError
     for another schema version or a ``.pt`` file that is not the one its ``.json`` names."""
     doc, tensors = read(path, FIT_KIND, FIT_SCHEMA, "explainer")
-    if doc.get("sha256") != state_fingerprint(tensors):
-        raise ValueError(f"{stem(path)}.pt does not hold the tensors {stem(path)}.json was "
-                         "written with (checksum differs): the two files were not saved "
-                         "together")
     rec = doc.get("record")
     record = None
     if rec is not None:
