@@ -63,7 +63,14 @@ def shipped_root() -> Path | None:
                              "name the folder of the shipped networks, or 'off'")
         return p
     p = Path(__file__).resolve().parent.parent / "networks"
-    return p if (p / MANIFEST).is_file() else None
+    if (p / MANIFEST).is_file():
+        return p
+    if p.is_dir() and any(p.glob("*.safetensors")):
+        # networks without their manifest: never retrain them in silence
+        raise ValueError(f"{p} holds shipped networks but no {MANIFEST}: restore it (git "
+                         f"checkout -- networks/{MANIFEST}), or set {SHIPPED_ENV}=off to "
+                         "retrain every network")
+    return None
 
 
 def entry_name(kind: str, key: str) -> str:
@@ -134,6 +141,12 @@ def load(kind: str, key: str, config: dict, module: nn.Module,
         return None
     entry = find(kind, key, root)
     if entry is None:
+        unlisted = root / f"{entry_name(kind, key)}.safetensors"
+        if unlisted.is_file():           # its entry was removed: never retrain in silence
+            raise ValueError(f"the shipped network {unlisted} is not listed in {MANIFEST} "
+                             f"(its entry was removed); restore the manifest (git checkout -- "
+                             f"{root.name}/{MANIFEST}), or set {SHIPPED_ENV}=off to retrain "
+                             "every network")
         return None
     path = root / entry["file"]
     fix = (f"restore it (git checkout -- {path.parent.name}/{path.name}), or set "
@@ -183,6 +196,15 @@ def write(root: Path, networks: list[dict]) -> Path:
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
+    listed = ({e["file"] for e in manifest(root).values()}
+              if (root / MANIFEST).is_file() else set())
+    strays = [f"{entry_name(n['kind'], n['key'])}.safetensors" for n in networks
+              if (root / f"{entry_name(n['kind'], n['key'])}.safetensors").exists()
+              and f"{entry_name(n['kind'], n['key'])}.safetensors" not in listed]
+    if strays:
+        raise ValueError(f"{root} already holds {strays[:3]}, which its manifest does not "
+                         "list: a file shipping did not write is never written over; move it "
+                         "away first")
     entries, code = {}, {}
     for n in networks:
         name = entry_name(n["kind"], n["key"])

@@ -100,3 +100,31 @@ def test_a_method_that_changes_the_classifier_or_torch_is_refused_by_name(what, 
         ex.explain(torch.zeros(2, 1, 4, 4), 1)
     # torch's global settings are put back, whatever the method did
     assert (torch.is_grad_enabled(), torch.get_default_dtype()) == before
+
+
+# -- the shipped networks are never retrained in silence -------------------------------------
+def test_networks_without_their_manifest_or_entry_are_an_error(tmp_path, monkeypatch):
+    import json
+
+    import torch
+
+    from cflib import shipped
+
+    root = tmp_path / "networks"
+    shipped.write(root, [{"kind": "toy", "key": "abc", "config": {"a": 1},
+                          "state": {"w": torch.ones(2)}, "info": {}, "trained_on": {},
+                          "provenance": {"commit": "x", "code": {}}}])
+    doc = json.loads((root / shipped.MANIFEST).read_text())
+    doc["networks"] = {}                                  # the entry removed
+    (root / shipped.MANIFEST).write_text(json.dumps(doc))
+    shipped._manifest.cache_clear()
+    with pytest.raises(ValueError, match="not listed in MANIFEST.json.*CFLIB_SHIPPED=off"):
+        shipped.load("toy", "abc", {"a": 1}, torch.nn.Linear(1, 1), root)
+    from cflib.bench.networks import check
+
+    assert check(tmp_path / "nowhere") and "lists no network" in check(root)[0]
+    # shipping never writes over a file its manifest does not list
+    with pytest.raises(ValueError, match="never written over"):
+        shipped.write(root, [{"kind": "toy", "key": "abc", "config": {"a": 1},
+                              "state": {"w": torch.ones(2)}, "info": {}, "trained_on": {},
+                              "provenance": {"commit": "x", "code": {}}}])

@@ -69,6 +69,10 @@ def ship(root=None, profile="standard", seed: int = 0,
     import torch
 
     root = Path(root or NETWORKS_DIR)
+    if root.resolve() != NETWORKS_DIR.resolve():
+        from cflib.bench.folders import check_output_dir
+
+        root = check_output_dir(root, "--root", "leave it out: the project's networks/")
     before = torch.get_num_threads()
     torch.set_num_threads(threads)      # the book's networks are trained at one thread
     try:
@@ -121,7 +125,13 @@ def check(root=None) -> list[str]:
     file missing or failing its sha256, a file not listed (empty: every file is its
     manifest's)."""
     root = Path(root or NETWORKS_DIR)
+    if not root.is_dir():
+        return [f"{root} is not a folder of shipped networks"]
+    if not (root / shipped.MANIFEST).is_file():
+        return [f"{root} has no {shipped.MANIFEST}"]
     entries = shipped.manifest(root)
+    if not entries:
+        return [f"{root}/{shipped.MANIFEST} lists no network"]
     problems = []
     for e in entries.values():
         f = root / e["file"]
