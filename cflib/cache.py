@@ -276,13 +276,26 @@ def _record(folder: Path, event: str, name: str, seconds: float) -> None:
 
 
 def events(folder: Path | None = None) -> list[dict]:
-    """The training events of a cache folder: ``time, event, entry, seconds, process``."""
+    """The training events of a cache folder: ``time, event, entry, seconds, process``
+    (a line that is not five tab-separated fields with a number of seconds is passed over:
+    the log is advisory)."""
     f = Path(folder or cache_root()) / EVENTS
     if not f.exists():
         return []
+    from cflib.io import read_text
+
     keys = ("time", "event", "entry", "seconds", "process")
-    return [dict(zip(keys, line.rstrip("\n").split("\t"))) for line in f.read_text().splitlines()
-            if line.strip()]
+    out = []
+    for line in read_text(f, "log of training events").splitlines():
+        fields = line.split("\t")
+        if len(fields) != len(keys):
+            continue                  # a torn or foreign line: the log is advisory
+        try:
+            float(fields[3])
+        except ValueError:
+            continue
+        out.append(dict(zip(keys, fields)))
+    return out
 
 
 def _lock(path: Path):

@@ -41,3 +41,64 @@ def atomic_write(path, data: str | bytes | Callable[[Path], None]) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+#: the largest file cflib reads whole (a results CSV, a record, a notebook): 256 MiB
+READ_LIMIT = 256 << 20
+
+
+def read_bounded(path, what: str = "file", limit: int = READ_LIMIT, fix: str = "") -> bytes:
+    """The bytes of the regular file ``path``, read only when it is one and no larger than
+    ``limit``: a folder, a device file (``/dev/zero``), a FIFO or a socket is refused before
+    it is opened (nothing hangs, nothing fills memory).  Every refusal is a ValueError that
+    names the file, what it should be and ``fix``."""
+    import stat
+
+    path = Path(path)
+    tail = f"; {fix}" if fix else ""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing (the {what}){tail}") from None
+    except OSError as err:
+        raise ValueError(f"{path} cannot be read (the {what}): {err.strerror}{tail}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a device file" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a plain file")
+        raise ValueError(f"{path} is {kind}, not the {what} (a plain file){tail}")
+    if st.st_size > limit:
+        raise ValueError(f"{path} is {st.st_size / 2**20:.0f} MiB, larger than any {what} "
+                         f"cflib writes ({limit >> 20} MiB at most){tail}")
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path} grew past {limit >> 20} MiB while read (the {what}){tail}")
+    return data
+
+
+def read_text(path, what: str = "file", limit: int = READ_LIMIT, fix: str = "") -> str:
+    """:func:`read_bounded`, decoded as UTF-8 (a ValueError naming the file if not)."""
+    data = read_bounded(path, what, limit, fix)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        tail = f"; {fix}" if fix else ""
+        raise ValueError(f"{path} is not text (the {what}; byte {err.start} is not UTF-8)"
+                         f"{tail}") from None
+
+
+def read_json(path, what: str = "record", limit: int = READ_LIMIT, fix: str = ""):
+    """The JSON document in ``path`` (:func:`read_text`); a file that is not JSON, or is
+    nested past Python's recursion limit, is a ValueError naming the file and ``fix``."""
+    import json
+
+    text = read_text(path, what, limit, fix)
+    tail = f"; {fix}" if fix else ""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not JSON (the {what}: {err.msg} at line {err.lineno}, "
+                         f"column {err.colno}){tail}") from None
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deep to be the {what}{tail}") from None

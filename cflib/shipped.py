@@ -101,12 +101,55 @@ def _manifest(root: str, mtime: float) -> dict:
     return out
 
 
+@lru_cache(maxsize=8)
+def _checked_manifest(root: str, mtime: float) -> None:
+    """Check the manifest in ``root`` whole, read bounded, before any entry is used: its
+    format, its ``networks`` map, each entry's file name and sha256; every fault a
+    ValueError naming the manifest, the entry and the fix."""
+    from cflib.io import read_json
+
+    path = Path(root) / MANIFEST
+    fix = (f"restore it (git checkout -- {path.parent.name}/{MANIFEST}), or set "
+           f"{SHIPPED_ENV}=off to retrain every network")
+    data = read_json(path, "manifest of the shipped networks", fix=fix)
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        got = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{path} is of format {got!r}; this cflib reads format {FORMAT}; {fix}")
+    nets, code = data.get("networks"), data.get("code", {})
+    if not isinstance(nets, dict) or not isinstance(code, dict):
+        raise ValueError(f"{path} lists no networks (no mapping 'networks'); {fix}")
+    for name, e in nets.items():
+        _check_entry(path, name, e, fix)
+
+
+def _check_entry(path: Path, name: str, e, fix: str) -> None:
+    """One manifest entry: a mapping whose ``file`` is a plain ``.safetensors`` name in the
+    manifest's folder and whose ``sha256`` is 64 hex digits; else a ValueError naming the
+    entry and the field."""
+    import reprlib
+
+    if not isinstance(e, dict):
+        raise ValueError(f"{path}: the entry {name!r} is not a mapping; {fix}")
+    f = e.get("file")
+    if not (isinstance(f, str) and f.endswith(".safetensors") and "/" not in f
+            and "\\" not in f and not f.startswith(".")):
+        raise ValueError(f"{path}: the entry {name!r} has no plain file name in 'file' (a "
+                         f".safetensors file in {path.parent.name}/, got {f!r}); {fix}")
+    sha = e.get("sha256")
+    if not (isinstance(sha, str) and len(sha) == 64
+            and all(c in "0123456789abcdef" for c in sha)):
+        raise ValueError(f"{path}: the entry {name!r} has no sha256 (64 hex digits, got "
+                         f"{reprlib.repr(sha)}); the manifest is damaged, not the file: {fix}")
+
+
 def manifest(root: Path | None = None) -> dict[str, dict]:
     """``{name: entry}`` of the shipped networks (empty when none are shipped)."""
     root = shipped_root() if root is None else Path(root)
     if root is None or not (root / MANIFEST).is_file():
         return {}
-    return _manifest(str(root), (root / MANIFEST).stat().st_mtime)
+    mtime = (root / MANIFEST).stat().st_mtime
+    _checked_manifest(str(root), mtime)           # whole, before any entry is used
+    return _manifest(str(root), mtime)
 
 
 def certified(root: Path | None = None) -> dict[str, set[tuple[str, str]]]:

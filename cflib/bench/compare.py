@@ -211,6 +211,20 @@ class TableComparison:
             return None
         return str(r["basis"].iloc[0]), int(r["n"].max()), int(r["pairs"].max())
 
+    def queries_used(self) -> dict[str, int]:
+        """The queries the method's counterfactuals were made on, per pair (or repeat)."""
+        cfs = self.table.counterfactuals(self.run, self.table.model) or {}
+        out = {}
+        for key, cf in cfs.items():
+            k = key[0] if isinstance(key, tuple) else str(key)
+            if isinstance(key, tuple) and key[1] != self.method:
+                continue
+            if hasattr(cf, "__len__") and not isinstance(cf, list):
+                out[k] = len(cf)
+            elif isinstance(cf, list) and cf and hasattr(cf[0], "__len__"):
+                out[k] = sum(len(c) for c in cf)
+        return out
+
     def sample_size(self) -> str:
         """The queries behind the method's values, in words (C3LT tables: per pair and in
         all; Bayesian tables: the repeats, each a fresh draw of queries)."""
@@ -283,6 +297,8 @@ class Comparison:
                "device": self.device, "n_images": self.n_images,
                "cflib_version": cflib.__version__,
                "tables": {k: {"pairs": t.pairs, "computed": t.computed,
+                              # the queries used: fewer than asked where a class has fewer
+                              "queries_used": t.queries_used(),
                               "networks": [{"kind": n["kind"], "entry": n["entry"],
                                             "origin": n["origin"],
                                             "provenance": n["provenance"]}

@@ -194,6 +194,43 @@ def checksums(root: Path) -> dict[str, str]:
     return out
 
 
+#: the sha256 of the first 4 KiB (the header and the first images or labels) of each
+#: original file: which dataset and split a file holds, whatever folder it lies in
+ORIGINS = {
+    "ca71e055028bc42661b17888bf5251971daebdfc238aee0899c301267a06e752": ("fmnist", "test images"),
+    "8999b541bcbea5efb9757b9d17f43ab70168c4a92e7c16282fba07661af937c1": ("fmnist", "test labels"),
+    "73fda24d90a4689a4c45b155ad364b53ea5d732a41b04d590a3d6d712609ff37": ("fmnist", "training images"),
+    "f99483a0d2b949c8bfdeb4f6c2d56ed3dd034a9f3edf615de27d8870afaa154b": ("fmnist", "training labels"),
+    "52a0245ca77e0d859ff5bde00ae4a4a117ccc7cfa00efebad7428d99d7b959ad": ("mnist", "test images"),
+    "465726f2d32f64dfc7ecfba9111cb0abb173b9edee1243e98a4514c0982f27d0": ("mnist", "test labels"),
+    "3578fc65cebc63149ee771a0147cbe8bcc9e0f1d677744dffbad5aced2c36f89": ("mnist", "training images"),
+    "026c1f9224bc82a869462d40a1abb07396a8b1247f3c3f459d692f56ed536a21": ("mnist", "training labels"),
+}
+
+
+def origin(path) -> tuple[str, str] | None:
+    """``(dataset, what)`` of an original MNIST or Fashion-MNIST file (by its first 4 KiB),
+    or None for any other file (a user's own data is not judged)."""
+    import hashlib
+
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    return ORIGINS.get(hashlib.sha256(head).hexdigest())
+
+
+def _check_origin(root: Path, dataset: str, files) -> None:
+    """A file of the other dataset under this one's name (Fashion-MNIST's files under
+    ``MNIST/raw/``, say) is a ValueError naming what the file holds; checked with or
+    without ``SHA256SUMS``."""
+    for rel in files:
+        got = origin(root / rel)
+        if got is not None and got[0] != dataset:
+            raise ValueError(f"{root / rel} holds {DATASET_TITLES[got[0]]}'s {got[1]} (its "
+                             f"header and first items are theirs), not "
+                             f"{DATASET_TITLES[dataset]}'s: put each dataset's files in its own "
+                             f"folder ({FOLDERS[got[0]]}/raw/ for these)")
+
+
 def _read_idx(path: Path, magic: int, n: int, item: int, what: str) -> torch.Tensor:
     """The payload of an IDX file (MNIST's format), every size and header checked."""
     import numpy as np
@@ -225,6 +262,7 @@ def _load(dataset: str, train: bool, root: str) -> tuple[torch.Tensor, torch.Ten
     missing = [f for f in (img_rel, lab_rel) if not (root_p / f).is_file()]
     if missing:
         raise _missing(root_p, dataset, missing)
+    _check_origin(root_p, dataset, (img_rel, lab_rel))
     sums = checksums(root_p)
     for rel in (img_rel, lab_rel):
         if sums:   # a SHA256SUMS that does not list a file read is an error, not a pass

@@ -10,6 +10,7 @@ a plain name (:func:`check_name`).
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -46,6 +47,7 @@ def check_output_dir(folder, what: str = "results_dir", instead: str = "leave it
     if d.exists() and not d.is_dir():
         raise ValueError(f"{what} {given!r} is a file ({d}), not a folder; name a folder of "
                          "your own")
+    _check_writable(d, what, given)
     root = PROJECT_ROOT.resolve()
     via = "" if p.is_absolute() and p.absolute() == d else f" (it resolves to {d})"
     for committed in (RESULTS_DIR, BOOK_DIR):
@@ -62,6 +64,20 @@ def check_output_dir(folder, what: str = "results_dir", instead: str = "leave it
                              f"project under version control (e.g. {tracked[0]}); choose a "
                              f"folder of your own, or {instead}")
     return d
+
+
+def _check_writable(d: Path, what: str, given: str) -> None:
+    """Refuse, before any compute, a folder that cannot be made or written: its nearest
+    existing folder is a file, is not writable, or is a kernel file system (/proc, /sys)."""
+    near = d
+    while not near.exists() and near != near.parent:
+        near = near.parent
+    if not near.is_dir():
+        raise ValueError(f"{what} {given!r} cannot be made: {near} is a file, not a folder")
+    if str(near).startswith(("/proc", "/sys")) or (near != d and not os.access(near, os.W_OK)) \
+            or (near == d and not os.access(d, os.W_OK | os.X_OK)):
+        raise ValueError(f"{what} {given!r} cannot be written ({near} is not writable); "
+                         "name a folder of your own")
 
 
 def check_name(name, what: str = "results_name") -> str:

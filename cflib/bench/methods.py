@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
+import reprlib
 from dataclasses import dataclass, fields, is_dataclass
 
 import torch
@@ -39,12 +41,22 @@ class Method:
         return self.cls(classifier, self.config)
 
 
+#: a dotted Python name (a module path, or an attribute path within the module)
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
 def _import_path(path: str):
     """The object ``"package.module:Name"`` names; a ValueError names what is missing."""
     if path.count(":") != 1 or not all(path.split(":")):
         raise ValueError(f"method {path!r}: an import path is 'package.module:Name' (e.g. "
                          "'mypkg.mymodule:MyExplainer')")
     module, attr = path.split(":")
+    if not _DOTTED.fullmatch(module) or not _DOTTED.fullmatch(attr) or any(
+            part.startswith("__") for part in attr.split(".")):
+        raise ValueError(f"method {path!r}: an import path is 'package.module:Name', dotted "
+                         "Python names (no folder, no file name, no private attribute such "
+                         "as __globals__); put the module on PYTHONPATH, or in the current "
+                         "folder for cflib bench")
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as err:
@@ -96,7 +108,7 @@ def resolve_method(method, config: dict | None = None) -> Method:
     else:
         raise TypeError(f"method must be an Explainer subclass, an import path "
                         f"'package.module:Name' or a function fn(model, x, target) -> x_cf; "
-                        f"got {type(method).__name__} {method!r}")
+                        f"got {type(method).__name__} {reprlib.repr(method)}")
     name = _name_of(cls)
     if name in catalog.CATALOG:
         raise ValueError(f"method {given!r} is called {name!r}, a row of the book's own; set "

@@ -419,3 +419,27 @@ def run_folder(chapter: str | Chapter, params: dict) -> Path:
     if extra:
         tag += "-" + hashlib.sha256(json.dumps(extra, sort_keys=True).encode()).hexdigest()[:8]
     return RUNS_DIR / tag
+
+
+def read_notebook(path, fix: str = ""):
+    """The notebook at ``path`` (nbformat 4), read bounded (:func:`cflib.io.read_text`); a
+    file that is not a notebook (truncated, emptied, another file) is a ValueError that
+    names it and ``fix`` (by default: restore the committed one)."""
+    import nbformat
+
+    from cflib.io import read_text
+
+    fix = fix or f"`git checkout -- {_rel(path)}` restores the committed one"
+    text = read_text(path, "notebook", fix=fix)
+    try:
+        return nbformat.reads(text, as_version=4)
+    except Exception as err:          # nbformat's NotJSONError, a validation error, ...
+        first = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{_rel(path)} is not a notebook ({first}); {fix}") from None
+
+
+def _rel(path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)

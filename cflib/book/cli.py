@@ -182,8 +182,35 @@ def main(argv=None) -> None:
         from cflib.book.sweep import main as sweep_main
 
         return sweep_main(argv[1:])
-    args = parser().parse_args(argv)
-    return COMMANDS[args.command](args)
+    args = parser().parse_args(_joined_options(argv))
+    try:
+        return COMMANDS[args.command](args)
+    except (ValueError, OSError, RecursionError) as err:
+        # a bad file, folder or value met on the way: one line naming it (a command's
+        # own errors say more where they can); CFLIB_DEBUG=1 shows the traceback
+        import os
+
+        if os.environ.get("CFLIB_DEBUG"):
+            raise
+        text = str(err) or type(err).__name__
+        raise SystemExit(f"cflib {args.command}: {text}") from None
+
+
+def _joined_options(argv: list[str]) -> list[str]:
+    """``--pairs -1->3`` as ``--pairs=-1->3``: a value that starts with a dash is the
+    option's value (argparse would take it for an option and say "expected one
+    argument"), so that the check of the value names it."""
+    out, it = [], iter(argv)
+    for a in it:
+        if a in _VALUED and (nxt := next(it, None)) is not None:
+            out.append(f"{a}={nxt}")
+        else:
+            out.append(a)
+    return out
+
+
+#: options whose value may start with a dash (pairs such as '-1->3', a negative seed)
+_VALUED = {"--pairs", "--train-seed", "--data-seed", "--seeds", "--n-images", "--out"}
 
 
 def _chapter(args) -> None:
@@ -367,7 +394,15 @@ def _bench_folder(out: Path, force: bool):
                              "give this run another --out, or pass --force to replace them")
         for f in earlier:
             shutil.rmtree(f) if f.is_dir() and not f.is_symlink() else f.unlink()
-        yield out
+        try:
+            yield out
+        except OSError as err:          # a full disk, a folder gone: no half-written run left
+            for f in out.iterdir():
+                if not f.name.startswith("."):
+                    shutil.rmtree(f, ignore_errors=True) if f.is_dir() else f.unlink(missing_ok=True)
+            raise SystemExit(f"cflib bench: writing the run's files in {out} failed "
+                             f"({err.strerror or err}); none of this run's files is left "
+                             "there") from None
     finally:
         lock.release()
 

@@ -427,7 +427,9 @@ def _provenance(cmp) -> str:
             f"{html.escape(cmp.method)} ({html.escape(cmp.given)}; {html.escape(cfg)}) at "
             f"profile {html.escape(cmp.profile)}, training seed {cmp.seeds.train}, data seed "
             f"{cmp.seeds.data}, "
-            + (f"{cmp.n_images} queries" if cmp.n_images is not None else "the profile's queries")
+            + (f"{cmp.n_images} queries asked" if cmp.n_images is not None
+               else "the profile's queries")
+            + "".join(f"; {k}: {tc.sample_size()}" for k, tc in cmp.tables.items())
             + ".</p>")
 
 

@@ -20,7 +20,7 @@ from cflib.bench.data import DATASET_TITLES, PROJECT_ROOT
 from cflib.bench.reference import reported_value
 from cflib.bench.results import CLASSIFIER, read_results, table_means
 from cflib.bench.tables.registry import SPECS, spec_of_chapter
-from cflib.book.chapters import BOOK_RUN, CHAPTER_DIR, CHAPTERS
+from cflib.book.chapters import BOOK_RUN, CHAPTER_DIR, CHAPTERS, read_notebook
 from cflib.book.report.discussion import f as num
 from cflib.book.report.discussion import pct
 from cflib.book.report.display import markdown, page_table
@@ -362,14 +362,13 @@ def timing_markdown(nb_dir: Path = CHAPTER_DIR) -> str:
     """How long each committed chapter took to execute, read from its notebook's metadata
     (the run that produced it: its profile, threads and date; networks already in the
     weight cache were loaded, not trained)."""
-    import nbformat
 
     rows = []
     for name in CHAPTERS:
         path = nb_dir / f"{name}.ipynb"
         if not path.exists():
             continue
-        meta = nbformat.read(path, as_version=4).metadata.get("cflib", {})
+        meta = read_notebook(path).metadata.get("cflib", {})
         # a re-rendered page keeps the compute run's record under "computed"; its own
         # "seconds" are the render's
         run = meta.get("computed", meta)

@@ -34,7 +34,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 from cflib.bench.data import PROJECT_ROOT, checksums, data_root
-from cflib.book.chapters import Chapter, check, get_chapter, run_params
+from cflib.book.chapters import Chapter, check, get_chapter, read_notebook, run_params
 from cflib.book.runs.notebook import COMPUTE, SETUP, cell_kind, discussion_template, to_notebook
 from cflib.book.runs.paths import BOOK_RUN, CHAPTER_DIR, RESULTS_DIR, rel
 from cflib.definitions import key_digest, strip_docstrings
@@ -50,7 +50,9 @@ FORMAT = 3
 #: modules until its next full run)
 FORMATS = (2, 3)
 def _sha(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+    from cflib.io import read_bounded
+
+    return hashlib.sha256(read_bounded(path, "file")).hexdigest()[:16]
 
 
 def _text_sha(text: str) -> str:
@@ -222,13 +224,12 @@ def compute_changes(chapter: Chapter, meta: dict, folder: Path = CHAPTER_DIR) ->
 
 def notebook_record(chapter: str | Chapter, folder: Path = CHAPTER_DIR) -> dict | None:
     """The run record (``metadata["cflib"]``) of a chapter's executed notebook, or None."""
-    import nbformat
 
     ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
     path = Path(folder) / f"{ch.name}.ipynb"
     if not path.exists():
         return None
-    return nbformat.read(path, as_version=4).metadata.get("cflib")
+    return read_notebook(path).metadata.get("cflib")
 
 
 def seal(nb) -> str:
@@ -259,14 +260,13 @@ def check_seal(chapter: str | Chapter, folder: Path = CHAPTER_DIR, nb=None) -> l
     """The chapter's executed notebook (``nb``, else read from ``folder``), when its cells,
     outputs or run record no longer match its seal (edited after the run that wrote it),
     named; empty otherwise or without a notebook."""
-    import nbformat
 
     ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
     path = Path(folder) / f"{ch.name}.ipynb"
     if nb is None:
         if not path.exists():
             return []
-        nb = nbformat.read(path, as_version=4)
+        nb = read_notebook(path)
     fix = (f"`git checkout -- {rel(path)}` to restore the committed one, or re-execute "
            f"it with `make chapter NB={ch.name}`")
     if "cflib" not in nb.metadata:
@@ -285,11 +285,10 @@ def check_outputs(chapter: str | Chapter, results_root: Path = RESULTS_DIR,
     """The chapter's notebook when it no longer matches its seal (:func:`check_seal`),
     and the output files of the notebook that no longer match it (edited, truncated or
     deleted), each named; empty when every one matches."""
-    import nbformat
 
     ch = chapter if isinstance(chapter, Chapter) else get_chapter(chapter)
     path = Path(folder) / f"{ch.name}.ipynb"
-    nb = nbformat.read(path, as_version=4) if path.exists() else None
+    nb = read_notebook(path) if path.exists() else None
     if nb is None:
         return [f"{rel(path)} is missing: `git checkout -- {rel(path)}` restores the "
                 f"committed chapter, or execute it with `make chapter NB={ch.name}`"]

@@ -65,3 +65,4 @@ def output_dirs(chapter: Chapter, params: dict) -> tuple[Path, Path]:
         return CHAPTER_DIR, RESULTS_DIR
     d = check_output_dir(run_folder(chapter, params), "the run's folder")
     return d, d
+

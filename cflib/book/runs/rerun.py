@@ -175,10 +175,10 @@ def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=None,
     training seeds of the sweep under ``sweep_root`` (default ``results/sweep``; the
     book's own seed taken from the baseline).  The profile of the sweep is the baseline's."""
     committed = committed_table(chapter)
-    base = committed if baseline is None else read_table(_csv(baseline, chapter))
+    base = committed if baseline is None else _read(_csv(baseline, chapter))
     profile = profile or str(base["profile"].iloc[0])
     run_path = find_rerun(chapter, profile) if run is None else _csv(run, chapter)
-    rerun = read_table(run_path)
+    rerun = _read(run_path)
     _comparable(chapter, rel(run_path), rerun, base, profile)
     if sweep_root is not None and not Path(sweep_root).is_dir():
         raise ValueError(f"--sweep-root {str(sweep_root)!r} is not a folder: the seed "
@@ -229,6 +229,20 @@ def _comparable(chapter: str, run: str, rerun: pd.DataFrame, base: pd.DataFrame,
     if common.empty:
         raise ValueError(f"the re-run {run} shares no method and metric with {chapter}'s "
                          "results: another chapter's results?")
+
+
+def _read(path: Path) -> pd.DataFrame:
+    """A results CSV, read bounded (no device file, FIFO or folder: :mod:`cflib.io`); a
+    file that is not a CSV is a ValueError naming it."""
+    from cflib.io import read_text
+
+    text = read_text(path, "results CSV")
+    try:
+        df = pd.read_csv(io.StringIO(text), keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{rel(path)} is not a results CSV ({first})") from None
+    return df
 
 
 def _csv(path, chapter: str) -> Path:

@@ -30,23 +30,29 @@ LEDGER = "written.json"
 
 
 def _sha(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    from cflib.io import read_bounded
+
+    return hashlib.sha256(read_bounded(path, "results file")).hexdigest()
 
 
 def read_ledger(root: Path = RESULTS_DIR) -> dict:
     """``{file relative to root: {"sha256", "by", "commit", "date"}}`` (empty without a
     record); a record that is not one is a ValueError naming it."""
+    from cflib.io import read_json
+
     path = Path(root) / LEDGER
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return {}
-    try:
-        data = json.loads(path.read_text())
-        files = data["files"]
-        if not isinstance(files, dict):
-            raise TypeError("files is not a mapping")
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{rel(path)} is not a record of written results files ({err}); "
-                         f"`git checkout -- {rel(path)}` restores the committed one") from None
+    fix = f"`git checkout -- {rel(path)}` restores the committed one"
+    data = read_json(path, "record of written results files", fix=fix)
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        raise ValueError(f"{rel(path)} is not a record of written results files (no mapping "
+                         f"'files'); {fix}")
+    for name, entry in files.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)):
+            raise ValueError(f"{rel(path)} is not a record of written results files (the "
+                             f"entry {name!r} is not a mapping with a sha256); {fix}")
     return files
 
 
@@ -110,12 +116,19 @@ def check_written(root: Path = RESULTS_DIR, claimed=()) -> list[str]:
     root = Path(root)
     if not (root / LEDGER).exists() and root.resolve() != RESULTS_DIR.resolve():
         return []
+    if not (root / LEDGER).exists():            # the record itself is gone: say so, once
+        return [f"{rel(root / LEDGER)} is missing, the record of every results file no "
+                f"chapter's notebook wrote: `git checkout -- {rel(root / LEDGER)}` restores it"]
     files = read_ledger(root)
     bad = []
     for f in sorted(root.rglob("*")):
         name = f.relative_to(root).as_posix()
-        if (not f.is_file() or name in claimed or name == LEDGER
+        if (f.is_dir() or name in claimed or name == LEDGER
                 or any(part.startswith(".") for part in f.relative_to(root).parts)):
+            continue
+        if not f.is_file():                         # a link to a device, a FIFO, nothing
+            bad.append(f"{rel(f)} is not a plain file (a link to a device, a FIFO or a "
+                       "missing file): remove it")
             continue
         entry = files.get(name)
         if entry is None:
