@@ -260,3 +260,62 @@ def test_metric_specs_rank_in_their_own_direction():
     assert [s.direction for s in (prox, val, crg)] == ["lower", "higher", "zero"]
     assert get_spec("IM2").title == "IM2 (x10)" and get_spec("KID").title == "KID (x1e3)"
     assert get_spec("FID").title == "FID"
+
+
+# -- the strict reading of transfer and the bootstrap, as functions (issue 62) ----------------
+class _Fixed(nn.Module):
+    """A judge that answers ``labels`` whatever it is shown (in order of the rows)."""
+
+    def __init__(self, labels):
+        super().__init__()
+        self.labels = torch.tensor(labels)
+        self.w = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x):
+        return nn.functional.one_hot(self.labels[:len(x)], 10).float() + 0 * self.w
+
+
+def _judged_batch(n=4, already=()):
+    from types import SimpleNamespace
+
+    done = torch.zeros(n, dtype=torch.bool)
+    done[list(already)] = True
+    return SimpleNamespace(x_cf=torch.zeros(n, 1, 28, 28), target=torch.full((n,), 3),
+                           meta={"already_target": done})
+
+
+def test_all_judges_validity_is_what_every_judge_grants_and_no_more():
+    from cflib.metrics.basic import all_judges_validity, judged_validity
+
+    cf = _judged_batch()
+    yes, a, b = _Fixed([3, 3, 3, 3]), _Fixed([3, 3, 3, 0]), _Fixed([0, 3, 3, 3])
+    assert judged_validity(a, cf) == 0.75 and judged_validity(b, cf) == 0.75
+    # each judge alone grants 3 of 4; together only the two rows both grant
+    assert all_judges_validity({"A": a, "B": b}, cf) == 0.5
+    # one judge refusing everything refuses the strict reading, whatever the others say
+    assert all_judges_validity({"yes": yes, "no": _Fixed([0, 0, 0, 0])}, cf) == 0.0
+    assert all_judges_validity({"yes": yes}, cf) == 1.0
+    # a query already in its target is never a success, even where every judge agrees
+    assert all_judges_validity({"yes": yes}, _judged_batch(already=[1])) == 0.75
+
+
+def test_the_bootstrap_interval_covers_a_known_mean_at_its_level():
+    """On draws of known mean and spread, the 95 % interval holds the true mean in about
+    95 % of the trials (a too-narrow or one-sided interval fails), and its width is
+    close to 2 x 1.96 sd / sqrt(n)."""
+    import numpy as np
+    import pandas as pd
+
+    from cflib.bench.intervals import bootstrap
+
+    rng = np.random.default_rng(0)
+    n, sd, trials, hits, widths = 50, 0.2, 200, 0, []
+    for t in range(trials):
+        v = rng.normal(0.5, sd, size=n)
+        df = pd.DataFrame({"pair": "4->9", "method": "A", "metric": "IM1", "query": range(n),
+                           "value": v})
+        iv = bootstrap(df, n_boot=400, seed=t).iloc[0]
+        hits += iv["lo"] <= 0.5 <= iv["hi"]
+        widths.append(iv["hi"] - iv["lo"])
+    assert 0.88 <= hits / trials <= 0.99
+    assert np.median(widths) == pytest.approx(2 * 1.96 * sd / np.sqrt(n), rel=0.15)
