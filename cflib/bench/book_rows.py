@@ -129,7 +129,7 @@ def committed_rows(table: TableSpec, profile: Profile, seeds: Seeds,
 
 def book_rows(table: TableSpec, own: pd.DataFrame, profile: Profile, seeds: Seeds,
               n_images: int | None, pairs: list[str], folder=None,
-              networks: list[dict] | None = None, computed=()):
+              networks: list[dict] | None = None, computed=(), found=None):
     """The book's committed rows of ``table`` that can stand beside this run's, with a
     sentence saying where they come from or why none do: ``(rows or None, note, gap)``.
 
@@ -138,7 +138,8 @@ def book_rows(table: TableSpec, own: pd.DataFrame, profile: Profile, seeds: Seed
     every pair asked for (:func:`committed_rows`), and when their reference rows equal
     this run's (relative difference at most :data:`REFERENCE_RTOL`, every metric but
     time).  ``computed``: the book's methods this run computed itself (where the committed
-    rows cannot stand), named in the note."""
+    rows cannot stand), named in the note; ``found``: what :func:`committed_rows` gave
+    before the run (the file is then not read again)."""
     if computed:
         mine = (f"the book's methods ({len(computed)} rows: {', '.join(computed)}) were run "
                 f"here at profile {profile.name} beside it, on the same queries and "
@@ -146,7 +147,8 @@ def book_rows(table: TableSpec, own: pd.DataFrame, profile: Profile, seeds: Seed
     else:
         mine = ("only this run's own reference rows (Original Data, Query (unchanged)) "
                 "stand beside it")
-    df, shown, why = committed_rows(table, profile, seeds, n_images, pairs, folder)
+    df, shown, why = (found if found is not None else
+                      committed_rows(table, profile, seeds, n_images, pairs, folder))
     if df is None:
         return None, f"{why}, so {mine}.", None
     gap, where = reference_gap(own, df, table.references)

@@ -432,11 +432,11 @@ class Plan:
         name = self.method.name
         pairs = [pair_label(p) for p in self.pairs.get(table.key, [])]
         before = len(networks_used())
-        committed, _, _ = committed_rows(table, self.profile, self.seeds, self.n_images,
-                                         pairs, self.book_results)
-        # where the committed rows cannot stand beside the run, the book's methods run
-        # here, at the run's profile, on the same queries and networks
-        computed = (table.own_methods() if committed is None and self.book_methods
+        # the book's rows read once: where they cannot stand beside the run, the book's
+        # methods run here, at the run's profile, on the same queries and networks
+        found = committed_rows(table, self.profile, self.seeds, self.n_images, pairs,
+                               self.book_results)
+        computed = (table.own_methods() if found[0] is None and self.book_methods
                     else [])
         # the method first (on each pair): a method that fails, fails before the reference
         # rows are scored (each row is seeded alike, in any order)
@@ -449,7 +449,8 @@ class Plan:
         intervals = table.intervals(run, table.model)
         used = networks_used(before)
         rows, note, gap = book_rows(table, run.results, self.profile, self.seeds,
-                                    self.n_images, pairs, self.book_results, used, computed)
+                                    self.n_images, pairs, self.book_results, used, computed,
+                                    found)
         if rows is not None:       # the book's rows, with their intervals as this run's
             intervals = pd.concat([intervals, book_intervals(
                 table, self.book_results, pairs, set(run.results["method"]))],

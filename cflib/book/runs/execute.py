@@ -282,8 +282,26 @@ def _provenance(run: ChapterRun, seconds: float, when: str) -> tuple[str, dict]:
         provenance = (f"*This page was executed on {when} from commit `{commit()}` of the "
                       f"project, {describe(params)} ({_threads(run.threads)}), in "
                       f"{seconds / 60:.1f} minutes.*")
+    provenance += _sweep_line(run)
     provenance += (f" *Code: `notebooks/{ch.source}`; re-run: `make chapter NB={ch.name}`.*")
     return provenance, computed
+
+
+def _sweep_line(run: ChapterRun) -> str:
+    """For a chapter whose tables merge other training seeds: which seeds, and that they
+    come from ``cflib sweep`` runs, not from this page's run."""
+    ch = run.chapter
+    if not any(r.startswith("sweep/{chapter}/") for r in ch.reads):
+        return ""
+    folder = run.res_dir / "sweep" / ch.name / run.params["profile"]
+    seeds = sorted(int(d.name[4:]) for d in folder.glob("seed*") if d.name[4:].isdigit())
+    if not seeds:
+        return ""
+    own = run.params.get("train_seed", 0)
+    return (f" *Its tables of mean ± sd over training seeds merge this run (training seed "
+            f"{own}) with training seed{'s' if len(seeds) > 1 else ''} "
+            f"{', '.join(map(str, seeds))}, each a `cflib sweep` run of this chapter "
+            f"(`{rel(folder)}/`; its date and commit in `results/written.json`).*")
 
 
 def record(run: ChapterRun, executed: Path, seconds: float):
