@@ -203,3 +203,12 @@ def test_an_output_folder_that_cannot_be_written_is_refused(out, match):
 
     with pytest.raises(ValueError, match=match):
         check_output_dir(out, "--out")
+
+
+def test_a_saved_file_nested_too_deep_is_named(tmp_path):
+    from cflib.explainers import Counterfactuals
+
+    (tmp_path / "x.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "x.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match="x.json is not a saved counterfactuals of cflib"):
+        Counterfactuals.load(tmp_path / "x")

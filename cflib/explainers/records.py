@@ -150,7 +150,7 @@ def read(path, kind: str, schema: int, what: str) -> tuple[dict, dict[str, torch
             raise FileNotFoundError(f"no saved {what} at {f}")
     try:
         doc = json.loads(s.with_suffix(".json").read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         raise ValueError(f"{s}.json is not a saved {what} of cflib (it is not readable JSON: "
                          f"{type(err).__name__}: {err})") from None
     got = doc if isinstance(doc, dict) else {}
