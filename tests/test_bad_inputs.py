@@ -943,7 +943,7 @@ def test_a_planted_link_in_the_runs_folder_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(execute, "execute", lambda run: pytest.fail("a kernel started"))
     before = _git_status()
     try:
-        with pytest.raises(ValueError, match=r"results/ \(it resolves to"):
+        with pytest.raises(SystemExit, match=r"results/ \(it resolves to"):
             cli.main(["mnist_eval", "--profile", "smoke"])
     finally:
         link.unlink()

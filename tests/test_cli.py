@@ -80,10 +80,13 @@ def test_verify_passes_matching_outputs_and_refuses_an_edited_one(scratch, capsy
     (res / "table.csv").write_text("a,b\n1,2\n")
     sha = hashlib.sha256(b"a,b\n1,2\n").hexdigest()[:16]
     _notebook(chapters, name, {"outputs": {"table.csv": sha}})
+    for other in list(CHAPTERS)[1:]:              # every chapter is there (a missing one is named)
+        _notebook(chapters, other, {"outputs": {}})
     cli.main(["verify"])
-    assert capsys.readouterr().out == ("every executed chapter matches its seal, and every "
+    assert capsys.readouterr().out == ("every executed chapter matches its seal, every "
                                        "results file the notebook or the recorded run that "
-                                       "wrote it\n")
+                                       "wrote it, and the README's summary and the results "
+                                       "page the results\n")
     (res / "table.csv").write_text("a,b\n1,3\n")                # edited since the run
     with pytest.raises(SystemExit) as err:
         cli.main(["verify"])
@@ -122,7 +125,7 @@ def test_argument_errors_exit_2_with_argparses_message(argv, match, nothing_runs
     (["dataset", "fmnist"], r"chapter 'mnist_eval' is the"),
 ])
 def test_a_bad_parameter_is_refused_before_any_build(p, match, nothing_runs):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(SystemExit, match="cflib chapter: " + match):
         cli.main(["chapter", "mnist_eval", "-p", *p])
 
 

@@ -402,7 +402,7 @@ def test_levers_run_names_what_the_evidence_lacks():
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["c3lt_levers", "--levers", "alpha x7"], "unknown lever(s) ['alpha x7']"),
+    (["c3lt_levers", "--levers", "alpha x7"], "unknown lever 'alpha x7' (did you mean 'alpha x10'?)"),
     (["latent_search", "--levers", "alpha x10"], "--levers applies to c3lt_levers only"),
 ])
 def test_the_tuning_cli_refuses_bad_levers_before_any_compute(argv, says, capsys):
