@@ -4,6 +4,7 @@ and an output it wrote, recorded as a run records them (``input_digests`` /
 ``output_digests``); then each kind of edit, and what ``staleness`` makes of it."""
 from __future__ import annotations
 
+import json
 import textwrap
 
 import nbformat
@@ -242,3 +243,25 @@ def test_a_record_of_the_older_format_is_re_executed(project):
     assert _st(project).kind == "compute"
     path.unlink()
     assert _st(project).compute[0].endswith("toy.ipynb does not exist")
+
+
+def test_the_committed_certificates_hold():
+    """Every certificate in book/certificates is for the committed run of its chapter and
+    today's code (CI re-checks them in seconds; none is also fine)."""
+    from cflib.book.runs.certify import check_certificates
+
+    assert check_certificates() == []
+
+
+def test_a_certificate_for_another_run_or_unreadable_is_named(tmp_path, monkeypatch):
+    from cflib.book.runs import certificates, certify
+
+    monkeypatch.setattr(certificates, "CERT_DIR", tmp_path)
+    (tmp_path / "mnist_eval.json").write_text(json.dumps(
+        {"format": certificates.FORMAT, "chapter": "mnist_eval", "record": "0" * 16,
+         "definitions": {}, "certified_commit": "x", "date": "today"}))
+    (tmp_path / "mnist_bayesian.json").write_text("{not json")
+    bad = certify.check_certificates()
+    assert len(bad) == 2
+    assert any("mnist_bayesian.json is not a readable certificate" in b for b in bad)
+    assert any("mnist_eval.json was made for another run of mnist_eval" in b for b in bad)
