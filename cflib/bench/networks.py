@@ -88,21 +88,10 @@ def ship(root=None, profile="standard", seed: int = 0,
         if u["origin"] == "shipped":
             networks.append(_from_shipped(active, old[u["entry"]]))
             continue
-        path = cache_root() / u["entry"]
-        payload = read_entry(path)
-        config = dict(payload["config"])
-        trained_on = config.pop("trained_on")
-        made = payload.get("provenance")
-        if made is None:
-            legacy.append((u["kind"], path))
-            made = {"commit": trained_at,
-                    "code": prov.training_code_at(u["code"], trained_at) if trained_at else {},
-                    "date": dt.date.fromtimestamp(path.stat().st_mtime).isoformat()}
-            if u["entry"] in seconds:
-                made["seconds"] = seconds[u["entry"]]
-        networks.append({"kind": u["kind"], "key": cache_key(config), "config": config,
-                         "state": payload["state_dict"], "info": payload.get("info", {}),
-                         "trained_on": trained_on, "provenance": made})
+        net, is_legacy = _from_cache(u, seconds, trained_at)
+        networks.append(net)
+        if is_legacy:
+            legacy.append((u["kind"], cache_root() / u["entry"]))
     if legacy:
         if trained_at is None:
             raise ValueError(f"{len(legacy)} cache entries recorded no provenance (e.g. "
@@ -110,6 +99,26 @@ def ship(root=None, profile="standard", seed: int = 0,
                              "--trained-at COMMIT (its training code is read from git and "
                              "recorded), or retrain them (delete them from the cache)")
     return shipped.write(root, networks), networks
+
+
+def _from_cache(u: dict, seconds: dict, trained_at: str | None) -> tuple[dict, bool]:
+    """A measuring network read from the cache as :func:`ship` writes it, and whether
+    its entry predates recorded provenance (then ``trained_at`` names its commit)."""
+    path = cache_root() / u["entry"]
+    payload = read_entry(path)
+    config = dict(payload["config"])
+    trained_on = config.pop("trained_on")
+    made = payload.get("provenance")
+    legacy = made is None
+    if legacy:
+        made = {"commit": trained_at,
+                "code": prov.training_code_at(u["code"], trained_at) if trained_at else {},
+                "date": dt.date.fromtimestamp(path.stat().st_mtime).isoformat()}
+        if u["entry"] in seconds:
+            made["seconds"] = seconds[u["entry"]]
+    return ({"kind": u["kind"], "key": cache_key(config), "config": config,
+             "state": payload["state_dict"], "info": payload.get("info", {}),
+             "trained_on": trained_on, "provenance": made}, legacy)
 
 
 def _from_shipped(root: Path, entry: dict) -> dict:

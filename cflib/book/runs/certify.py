@@ -531,51 +531,60 @@ def check_certificates(folder: Path = CHAPTER_DIR) -> list[str]:
     the problems, each named (empty: all hold).  A certificate whose record is gone (the
     chapter re-executed) or whose new digests are no longer today's is a problem: retire
     it or certify again."""
+    cert_dir = certificates.CERT_DIR           # read when called (a test points it elsewhere)
+    paths = sorted(cert_dir.glob("*.json")) if cert_dir.exists() else []
+    return [problem for path in paths for problem in _check_certificate(path, folder)]
+
+
+def _check_certificate(path: Path, folder: Path) -> list[str]:
+    """The problems of one certificate file (see :func:`check_certificates`)."""
     from cflib.book.runs.digests import notebook_record
 
-    bad = []
-    cert_dir = certificates.CERT_DIR           # read when called (a test points it elsewhere)
-    for path in sorted(cert_dir.glob("*.json")) if cert_dir.exists() else []:
-        name = path.stem
-        try:
-            cert = read_certificate(name)
-            ch = get_chapter(name)
-        except ValueError as err:
-            bad.append(str(err))
-            continue
-        meta = notebook_record(ch, folder)
-        if meta is None or cert.get("record") != record_digest(meta):
-            bad.append(f"{rel(path)} was made for another run of {name} than the committed "
-                       f"one: delete it (the chapter's full run retires its certificate)")
-            continue
-        recorded = meta["inputs"]["compute"].get("definitions", {})
-        for key, pair in cert.get("definitions", {}).items():
-            if not (isinstance(pair, list) and len(pair) == 2):
-                bad.append(f"{rel(path)}: {key} is not an [old, new] pair")
-                continue
-            if recorded.get(key) != pair[0]:
-                bad.append(f"{rel(path)}: {key}'s old digest is not the recorded one")
-            if key_digest(key, PROJECT_ROOT) != pair[1]:
-                bad.append(f"{rel(path)}: {key} changed since it was certified: "
-                           f"`cflib certify {name}` again")
-        if cert.get("source"):
-            from cflib.book.runs.digests import source_digests
+    name = path.stem
+    try:
+        cert = read_certificate(name)
+        ch = get_chapter(name)
+    except ValueError as err:
+        return [str(err)]
+    meta = notebook_record(ch, folder)
+    if meta is None or cert.get("record") != record_digest(meta):
+        return [f"{rel(path)} was made for another run of {name} than the committed "
+                f"one: delete it (the chapter's full run retires its certificate)"]
+    bad = _definitions_unheld(path, name, cert, meta["inputs"]["compute"])
+    if cert.get("source"):
+        from cflib.book.runs.digests import source_digests
 
-            old, new = cert["source"]
-            if old != meta["inputs"]["compute"]["source"]:
-                bad.append(f"{rel(path)}: its old compute cells are not the recorded ones")
-            if new != source_digests(ch)["compute"]:
-                bad.append(f"{rel(path)}: {ch.source}'s compute cells changed since it was "
-                           f"certified: `cflib certify {name}` again")
-        for key, sha in cert.get("added", {}).items():
-            if key_digest(key, PROJECT_ROOT) != sha:
-                bad.append(f"{rel(path)}: {key} (newly run by the certified change) changed "
-                           f"since: `cflib certify {name}` again")
-        try:
-            _git("cat-file", "-e", f"{cert.get('computed_commit')}^{{commit}}")
-        except Refused:
-            bad.append(f"{rel(path)}: its commit {cert.get('computed_commit')} is not in "
-                       "this checkout's history")
+        old, new = cert["source"]
+        if old != meta["inputs"]["compute"]["source"]:
+            bad.append(f"{rel(path)}: its old compute cells are not the recorded ones")
+        if new != source_digests(ch)["compute"]:
+            bad.append(f"{rel(path)}: {ch.source}'s compute cells changed since it was "
+                       f"certified: `cflib certify {name}` again")
+    try:
+        _git("cat-file", "-e", f"{cert.get('computed_commit')}^{{commit}}")
+    except Refused:
+        bad.append(f"{rel(path)}: its commit {cert.get('computed_commit')} is not in "
+                   "this checkout's history")
+    return bad
+
+
+def _definitions_unheld(path: Path, name: str, cert: dict, compute: dict) -> list[str]:
+    """A certificate's changed and added definitions that no longer hold, each named."""
+    bad = []
+    recorded = compute.get("definitions", {})
+    for key, pair in cert.get("definitions", {}).items():
+        if not (isinstance(pair, list) and len(pair) == 2):
+            bad.append(f"{rel(path)}: {key} is not an [old, new] pair")
+            continue
+        if recorded.get(key) != pair[0]:
+            bad.append(f"{rel(path)}: {key}'s old digest is not the recorded one")
+        if key_digest(key, PROJECT_ROOT) != pair[1]:
+            bad.append(f"{rel(path)}: {key} changed since it was certified: "
+                       f"`cflib certify {name}` again")
+    for key, sha in cert.get("added", {}).items():
+        if key_digest(key, PROJECT_ROOT) != sha:
+            bad.append(f"{rel(path)}: {key} (newly run by the certified change) changed "
+                       f"since: `cflib certify {name}` again")
     return bad
 
 

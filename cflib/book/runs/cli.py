@@ -32,7 +32,7 @@ def main(argv=None):
         raise SystemExit(f"cflib chapter: {err}") from None
 
 
-def _main(argv=None):
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("chapter", choices=list(CHAPTERS) + ["all"])
@@ -54,7 +54,11 @@ def _main(argv=None):
     ap.add_argument("--html", action="store_true",
                     help="a run that is not the book's: render its chapter as a page too "
                          "(a book of that one chapter, in the run's folder)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def _main(argv=None):
+    args = _parser().parse_args(argv)
     extra = parse_extra(args.p)
     names = list(CHAPTERS) if args.chapter == "all" else [args.chapter]
     asked = {k: v for k, v in (("device", args.device), ("train_seed", args.train_seed),
@@ -69,15 +73,9 @@ def _main(argv=None):
         params = check(name, {"profile": args.profile, **given, **extra})
         mode = "render" if args.render else "compute"
         if args.stale_only and is_book_run(name, params):
-            st = staleness(name, params)
-            print(f"[{name}] {st.describe()}")
-            if st.kind == "outputs":
-                raise SystemExit(f"[{name}] refused: " + "; ".join(st.outputs))
-            if st.kind in ("fresh", "prose"):
-                if st.kind == "prose":
-                    refresh_prose(name)
+            mode = _stale_mode(name, params)
+            if mode is None:
                 continue
-            mode = "render" if st.kind == "presentation" else "compute"
         path = build(name, args.profile, asked.get("device", "cpu"), asked.get("train_seed", 0),
                      asked.get("data_seed", 0), extra, mode=mode)
         if not is_book_run(name, params):
@@ -87,6 +85,21 @@ def _main(argv=None):
                 print(f"[{name}] page: {rel(chapter_page(name, path))}", flush=True)
             else:
                 _how_to_view(name, params)
+
+
+def _stale_mode(name: str, params: dict) -> str | None:
+    """What ``--stale-only`` does with the book's run of a chapter: ``None`` when it is
+    fresh (its edited prose copied in), ``render`` or ``compute``; refused when its
+    outputs no longer match it."""
+    st = staleness(name, params)
+    print(f"[{name}] {st.describe()}")
+    if st.kind == "outputs":
+        raise SystemExit(f"[{name}] refused: " + "; ".join(st.outputs))
+    if st.kind in ("fresh", "prose"):
+        if st.kind == "prose":
+            refresh_prose(name)
+        return None
+    return "render" if st.kind == "presentation" else "compute"
 
 
 def _how_to_view(name: str, params: dict) -> None:
