@@ -104,7 +104,7 @@ def test_an_edited_sweep_seed_file_is_refused(book):
     (lambda r: (r / "tuning" / "c3lt.csv").unlink(), "tuning/c3lt.csv is gone"),
     (lambda r: (r / "performance.csv").write_bytes(b""), "performance.csv does not match"),
     (lambda r: (r / "sweep" / "mine.csv").write_text("a\n1\n"), "written by no recorded run"),
-    (lambda r: (r / LEDGER).write_text("{"), "is not a record of written results files"),
+    (lambda r: (r / LEDGER).write_text("{"), r"is not JSON \(the record of written results files"),
 ])
 def test_every_other_results_file_is_bound_to_its_record(book, change, match):
     chapters, results = book
