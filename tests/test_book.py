@@ -217,8 +217,11 @@ def test_a_presentation_edit_re_renders_every_chapter_without_computing(
     run = {"profile": "smoke", "device": "cpu", "train_seed": 0, "data_seed": 0}
     for name in CHAPTERS:
         st = digests.staleness(name, check(name, run_params(name, run)), folder, results_dir)
+        if st.kind == "fresh" and not st.presentation:
+            continue                  # its page ran no display.py definition (format 3)
         assert st.kind == "presentation", (name, st.describe())
-        assert st.presentation == ["cflib/book/report/display.py changed"], st.presentation
+        assert st.presentation and all(r.startswith("cflib/book/report/display.py::")
+                                       for r in st.presentation), st.presentation
         build(name, profile="smoke", results_dir=results_dir, out_dir=folder, mode="render")
         after = nbformat.read(folder / f"{name}.ipynb", as_version=4)
         assert after.metadata["cflib"]["mode"] == "render"
