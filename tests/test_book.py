@@ -196,36 +196,50 @@ def test_executed_chapters_record_their_inputs_and_hide_plumbing(results_dir, bo
 
 def test_a_presentation_edit_re_renders_every_chapter_without_computing(
         results_dir, book_dir, tmp_path, monkeypatch):
-    """After an edit of a presentation module, every chapter is stale for its presentation
-    only, and its re-render (from the outputs its full run saved) trains nothing, explains
-    nothing (CFLIB_RENDER makes either an error in the kernel) and shows the same page."""
+    """After an edit of a presentation module (every definition of display.py), each
+    chapter whose page ran it is stale for its presentation only, and its re-render (from
+    the outputs its full run saved) trains nothing, explains nothing (CFLIB_RENDER makes
+    either an error in the kernel) and shows the same page.  A chapter whose compute ran it
+    (your_method: the bench writes its page as a compute output) is re-executed; one that
+    ran none of it stays fresh."""
     import nbformat
 
     from cflib.book.runs import digests
     from cflib.book.runs.execute import same_outputs
     from cflib.cache import EVENTS, cache_root
 
+    edited = "cflib/book/report/display.py::"
     folder = book_dir / "book" / "chapters"
     before = {n: nbformat.read(folder / f"{n}.ipynb", as_version=4) for n in CHAPTERS}
-    key_digest = digests.key_digest            # every definition of display.py edited
+
+    def ran(name, part):
+        return any(k.startswith(edited)
+                   for k in before[name].metadata["cflib"]["inputs"][part]["definitions"])
+
+    key_digest = digests.key_digest
     monkeypatch.setattr(digests, "key_digest", lambda key, root: key_digest(key, root) + (
-        "-edited" if key.startswith("cflib/book/report/display.py::") else ""))
+        "-edited" if key.startswith(edited) else ""))
     events = cache_root() / EVENTS
     n_events = len(events.read_text().splitlines()) if events.exists() else 0
     from cflib.book.chapters import check, run_params
 
     run = {"profile": "smoke", "device": "cpu", "train_seed": 0, "data_seed": 0}
+    rendered = []
     for name in CHAPTERS:
         st = digests.staleness(name, check(name, run_params(name, run)), folder, results_dir)
-        if st.kind == "fresh" and not st.presentation:
-            continue                  # its page ran no display.py definition (format 3)
-        assert st.kind == "presentation", (name, st.describe())
-        assert st.presentation and all(r.startswith("cflib/book/report/display.py::")
-                                       for r in st.presentation), st.presentation
+        expected = ("compute" if ran(name, "compute") else
+                    "presentation" if ran(name, "presentation") else "fresh")
+        assert st.kind == expected, (name, st.describe())
+        if expected != "presentation":
+            continue
+        assert st.presentation and all(r.startswith(edited) for r in st.presentation)
         build(name, profile="smoke", results_dir=results_dir, out_dir=folder, mode="render")
         after = nbformat.read(folder / f"{name}.ipynb", as_version=4)
         assert after.metadata["cflib"]["mode"] == "render"
         assert same_outputs(before[name], after), f"{name}: the re-render shows another page"
+        rendered.append(name)
+    # every table chapter shows its tables through display.py: each was re-rendered
+    assert set(TABLE_CHAPTERS) <= set(rendered), rendered
     assert (len(events.read_text().splitlines()) if events.exists() else 0) == n_events
 
 
