@@ -88,10 +88,10 @@ def ship(root=None, profile="standard", seed: int = 0,
         if u["origin"] == "shipped":
             networks.append(_from_shipped(active, old[u["entry"]]))
             continue
-        net, is_legacy = _from_cache(u, seconds, trained_at)
+        net, unrecorded = _from_cache(u, seconds, trained_at)
         networks.append(net)
-        if is_legacy:
-            legacy.append((u["kind"], cache_root() / u["entry"]))
+        if unrecorded:
+            legacy.append((u["kind"], unrecorded))
     if legacy:
         if trained_at is None:
             raise ValueError(f"{len(legacy)} cache entries recorded no provenance (e.g. "
@@ -101,9 +101,9 @@ def ship(root=None, profile="standard", seed: int = 0,
     return shipped.write(root, networks), networks
 
 
-def _from_cache(u: dict, seconds: dict, trained_at: str | None) -> tuple[dict, bool]:
-    """A measuring network read from the cache as :func:`ship` writes it, and whether
-    its entry predates recorded provenance (then ``trained_at`` names its commit)."""
+def _from_cache(u: dict, seconds: dict, trained_at: str | None) -> tuple[dict, Path | None]:
+    """A measuring network read from the cache as :func:`ship` writes it, and the entry's
+    path when it predates recorded provenance (then ``trained_at`` names its commit)."""
     path = cache_root() / u["entry"]
     payload = read_entry(path)
     config = dict(payload["config"])
@@ -118,7 +118,7 @@ def _from_cache(u: dict, seconds: dict, trained_at: str | None) -> tuple[dict, b
             made["seconds"] = seconds[u["entry"]]
     return ({"kind": u["kind"], "key": cache_key(config), "config": config,
              "state": payload["state_dict"], "info": payload.get("info", {}),
-             "trained_on": trained_on, "provenance": made}, legacy)
+             "trained_on": trained_on, "provenance": made}, path if legacy else None)
 
 
 def _from_shipped(root: Path, entry: dict) -> dict:
