@@ -45,6 +45,7 @@ from cflib.bench import results, runner, tuning, zoo
 from cflib.bench.data import DATASET_TITLES
 from cflib.bench.reference import reported_rows
 from cflib.book import report, sweep
+from cflib.book.spread import mean_of_seeds
 
 run = c3lt.C3LTRun.load(p.results_dir, p.results_name)
 title = DATASET_TITLES[dataset]
@@ -72,6 +73,11 @@ else:
     headline = report.spread_table(merged, "c3lt", dataset, headline_metrics, headline_rows)
     spread = (f"mean ± sd over {len(per_seed)} training seeds "
               f"({', '.join(map(str, per_seed))})")
+# what every evidence table below reads: each cell's mean over the training seeds of the
+# tables above (this run alone without a sweep), as the prose does
+seed_mean = run.results if merged is None else mean_of_seeds(per_seed, list(run.results.columns))
+over = (f"training seed {seeds.train} alone" if merged is None else
+        f"the mean over {len(per_seed)} training seeds")
 
 # %% [markdown]
 # <!-- summary -->
@@ -272,13 +278,13 @@ else:
 report.fold("Training seeds: this run alone", *seeds_items, note=seeds_note)
 
 # %%
-report.fold("Per pair: every metric of each pair (same scales)",
-            report.pair_table(run.results, metric_names))
+report.fold(f"Per pair: every metric of each pair (same scales; {over})",
+            report.pair_table(seed_mean, metric_names))
 
 # %%
 report.fold(
-    "How close our ranking is to the paper's (Kendall's τ)",
-    report.ranking_agreement(mean_rows, "c3lt", dataset,
+    f"How close our ranking is to the paper's (Kendall's τ; {over})",
+    report.ranking_agreement(results.table_means(seed_mean), "c3lt", dataset,
                              ["IM1", "FID", "Proximity", "Validity", "COUT"]),
     note=("Kendall's τ between our ordering of the methods and the paper's, on every metric "
           "where the paper reports at least three of the rows (1: the same order, −1: "
@@ -286,8 +292,8 @@ report.fold(
 
 # %%
 report.fold(
-    "An edit or a redraw? Proximity over a real target image's",
-    report.confounded_table(run.results, methods=run.methods),
+    f"An edit or a redraw? Proximity over a real target image's ({over})",
+    report.confounded_table(seed_mean, methods=run.methods),
     note=("A counterfactual should change the query a little.  Each method's proximity "
           "divided by `Original Data`'s on the same pair (a different real image of the "
           f"target class): a shaded cell, at {report.fmt(c3lt.CONFOUNDED_RATIO, 2)} or more, marks a "
@@ -299,8 +305,8 @@ report.fold(
 # %%
 cve = [m for m in run.methods if m.startswith("CVE")]
 report.fold(
-    "CVE: edits and the feature-level decision",
-    report.pair_table(run.results[run.results["method"].isin(cve)],
+    f"CVE: edits and the feature-level decision ({over})",
+    report.pair_table(seed_mean[seed_mean["method"].isin(cve)],
                       ["Edits", "Feature_Validity", "Validity", "Proximity"]),
     note=("CVE's search works on the classifier's 4 × 4 feature map; its image is a "
           "rendering of the edit.  `Edits` is the mean number of replaced cells, "
@@ -314,8 +320,9 @@ c3 = [m for m in run.methods if m.startswith("C3LT") or m == "Latent search"]
 # committed evidence predates today's C3LT on the validation pair; the budget curve and
 # the levers of query dependence below are today's)
 report.fold(
-    "C3LT: how much of the change is the mapping, and its training",
-    report.pair_table(run.results[run.results["method"].isin(c3)],
+    f"C3LT: how much of the change is the mapping ({over}), and its training (training "
+    f"seed {seeds.train})",
+    report.pair_table(seed_mean[seed_mean["method"].isin(c3)],
                       ["Proximity", "Proximity_to_reconstruction", "Validity", "IM1", "FID"]),
     report.plot_c3lt_training(run.training) if len(run.training) else None,
     note=("C3LT's counterfactual is a *new* image G(g(E(x))); `C3LT (reconstruction)` "
@@ -403,9 +410,9 @@ if levers is not None and len(levers):
               "for every query.")))
 
 # %%
-cem = run.results[run.results["method"].str.startswith("CEM")]
+cem = seed_mean[seed_mean["method"].str.startswith("CEM")]
 report.fold(
-    "CEM: budget and κ",
+    f"CEM: budget and κ ({over})",
     report.pair_table(cem, ["Validity", "Proximity", "IM1", "Seconds_per_CF"]),
     note=("CEM at this profile's budget, at the paper's (1000 iterations × 10 rounds of the "
           f"search over c, on the first {prof.c3lt.cem_paper_queries} queries of each pair), "
@@ -415,7 +422,7 @@ report.fold(
 
 # %%
 report.fold(
-    "Insertion curves (AUPC) and time per counterfactual",
+    f"Insertion curves (AUPC) and time per counterfactual (this run: training seed {seeds.train})",
     report.plot_aupc_curves(run.curves, run.pairs, run.methods),
     "**Time per counterfactual**: wall time of `explain` for a batch divided by its size, "
     "on the machine that built this page (training time of the learned methods excluded, "

@@ -17,7 +17,9 @@
 # page reads their results and ranks the methods on each metric (1 = best, in the
 # metric's direction), per dataset, so that a method that is good on digits but not
 # on clothes stands out.  A rank on a realism metric (IM1, IM2, FID, KID) says nothing
-# about whether the method *edited* the query.
+# about whether the method *edited* the query.  Diversity and query dependence describe
+# a set of counterfactuals and are not ranked: the most varied set is an attack's noise,
+# the most query-dependent the unchanged query.
 
 # %% tags=["parameters"]
 profile: str = "standard"   # the profile of the results files this page reads

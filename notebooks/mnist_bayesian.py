@@ -204,8 +204,8 @@ report.fold(
     report.plot_im1_vs_confidence(run.results, rows),
     note=("IM1 compares how well the target-class and the query-class autoencoders "
           "reconstruct a counterfactual.  A method that stops at the decision boundary "
-          "leaves an image that is still half the query; one that pushes to high "
-          "confidence draws more of the target.  Each method's IM1 against the "
+          "leaves a less confident counterfactual than one that pushes to high "
+          "confidence; the figure asks whether IM1 follows.  Each method's IM1 against the "
           "posterior-mean target confidence of its counterfactuals on fresh draws (small "
           "points: repeats; large: their mean)."))
 

@@ -232,7 +232,8 @@ plt.show()
 # ## The chapters' timings beside the papers'
 #
 # Seconds per counterfactual of the C3LT table's methods in this book's chapters (mean
-# over pairs, at the chapters' profile, this machine) and the timings the C3LT paper
+# over pairs, at the chapters' profile, this machine: the book's own run of each chapter,
+# training seed 0, whose times this machine measured) and the timings the C3LT paper
 # reports (the paper's hardware is a GPU).
 
 # %%

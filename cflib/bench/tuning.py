@@ -57,6 +57,7 @@ from cflib.bench.data import (
     class_subset,
     holdout,
     load_split,
+    subsample,
 )
 from cflib.bench.profiles import get_profile, normalised
 from cflib.bench.results import write_table
@@ -559,10 +560,65 @@ def train_generators(datasets=("mnist", "fmnist"), profile="standard", seed: int
     return pd.DataFrame(rows)
 
 
+#: the sign noise of a sink probe: PGD's L-inf radius on [-1, 1] (AdvAttack's ``eps``),
+#: what a pixel attack leaves on an image
+SINK_EPS = 0.6
+#: images of each sink probe (test images of the dataset, drawn with the seed)
+SINK_IMAGES = 500
+
+
+def sink_share(model, x: torch.Tensor) -> tuple[int, float]:
+    """``(class, share)``: the class ``model`` gives most of ``x`` and the share of ``x``
+    it gives it (1/number of classes at best when the images carry no class)."""
+    with torch.no_grad():
+        pred = model(x).argmax(1)
+    counts = torch.bincount(pred)
+    c = int(counts.argmax())
+    return c, float(counts[c]) / len(pred)
+
+
+def sink_probes(x: torch.Tensor, seed: int = 0, eps: float = SINK_EPS) -> dict:
+    """The images a sink shows on: ``x`` with sign noise of ``eps`` (clamped to [-1, 1])
+    and uniform noise on [-1, 1] of the same shape, seeded."""
+    g = torch.Generator().manual_seed(seed)
+    sign = torch.randint(0, 2, x.shape, generator=g).to(x.dtype) * 2 - 1
+    return {"sign noise": (x + eps * sign).clamp(-1, 1),
+            "uniform noise": torch.rand(x.shape, generator=g).to(x.dtype) * 2 - 1}
+
+
+def measure_judge_sinks(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
+                        device="cpu") -> pd.DataFrame:
+    """Does a judge (or the explained classifier) send images off the data to one class?
+    Per dataset and network, on :data:`SINK_IMAGES` test images with sign noise of
+    :data:`SINK_EPS` and on as many uniform-noise images: the most frequent class and
+    its share (``Sink share`` / ``Sink class``), and the network's accuracy on the clean
+    images for scale.  A share near 1 is a sink: any noisy counterfactual is "valid" for
+    its class and for no other."""
+    rows = []
+    for d in datasets:
+        x, y = subsample(*load_split(d, "test"), SINK_IMAGES, seed)
+        probes = sink_probes(x, seed)
+        nets = {"Explained classifier": zoo.classifier(d, profile, seed, device)[0],
+                **{f"{n} judge": m for n, (m, _) in zoo.judges(d, profile, seed, device).items()}}
+        for name, net in nets.items():
+            net.eval()
+            with torch.no_grad():
+                acc = float((net(x.to(device)).argmax(1).cpu() == y).float().mean())
+            rows.append({"dataset": d, "candidate": name, "metric": "Accuracy (clean)",
+                         "value": acc})
+            for kind, imgs in probes.items():
+                c, share = sink_share(net, imgs.to(device))
+                rows += [{"dataset": d, "candidate": name, "metric": f"Sink share ({kind})",
+                          "value": share},
+                         {"dataset": d, "candidate": name, "metric": f"Sink class ({kind})",
+                          "value": c}]
+    return pd.DataFrame(rows)
+
+
 TUNERS = {"im_autoencoder": tune_im_autoencoder, "expgan": tune_expgan, "c3lt": tune_c3lt,
           "c3lt_budget": tune_c3lt_budget, "latent_search": tune_latent_search,
           "c3lt_generator": tune_c3lt_generator, "generators": train_generators,
-          "c3lt_levers": tune_c3lt_levers}
+          "c3lt_levers": tune_c3lt_levers, "judge_sinks": measure_judge_sinks}
 
 
 def main(argv=None) -> None:

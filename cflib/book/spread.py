@@ -77,12 +77,19 @@ def seed_means(chapter: str, results: pd.DataFrame, profile: str = "standard",
     _, per_seed = read_sweep(chapter, profile, root=root, own=results)
     if len(per_seed) < 2:
         return results, 1
+    return mean_of_seeds(per_seed, list(results.columns)), len(per_seed)
+
+
+def mean_of_seeds(per_seed: dict, columns: list[str] | None = None) -> pd.DataFrame:
+    """Every cell's mean over the training seeds of ``{seed: results table}``: the
+    columns of the results (``columns``, default the first seed's), ``train_seed`` -1."""
     frames = []
-    for df in per_seed.values():
+    for _, df in sorted(per_seed.items()):
         d = df.copy()
         d["value"] = pd.to_numeric(d["value"], errors="coerce")
         frames.append(d)
+    columns = columns or list(frames[0].columns)
     allr = pd.concat(frames, ignore_index=True)
-    keys = [c for c in results.columns if c not in ("value", "train_seed")]
+    keys = [c for c in columns if c not in ("value", "train_seed")]
     means = allr.groupby(keys, dropna=False, sort=False)["value"].mean().reset_index()
-    return means.assign(train_seed=-1)[list(results.columns)], len(per_seed)
+    return means.assign(train_seed=-1)[columns]

@@ -38,7 +38,7 @@ from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
 from cflib.bench.tables.registry import SPECS, spec_of_chapter, specs_of
 from cflib.book.chapters import DISCUSSION, get_chapter
 from cflib.book.report.display import fmt
-from cflib.book.spread import read_sweep, seed_means
+from cflib.book.spread import mean_of_seeds, read_sweep, seed_means
 from cflib.metrics.spec import get_spec
 
 MARKER = "<!-- discussion -->"
@@ -58,15 +58,39 @@ def d(v, decimals: int = 3) -> str:
     return ("+" if v > 0 else "−") + s
 
 
+#: values a rounding must never turn a number into: "100 %", "0", "1×" read as claims
+#: (every query flipped, none, exactly as far) that only the exact value may make
+_BOUNDS = (0.0, 1.0, -1.0)
+
+
 def f(v, digits: int = 3) -> str:
     """A number in prose: ``digits`` significant digits, rounded as every table of the
     book rounds it, trailing zeros dropped (:func:`cflib.book.report.display.fmt`; ``–``
-    when missing)."""
-    return fmt(v, digits, trim=True)
+    when missing).  A value that is not exactly 0 or ±1 never prints as one: it gets the
+    digits it needs (0.9967 at two digits is ``0.997``, not ``1``)."""
+    out = fmt(v, digits, trim=True)
+    for extra in range(1, 5):
+        try:
+            shown, x = float(out.replace(",", "")), float(v)
+        except (TypeError, ValueError):
+            return out
+        if shown not in _BOUNDS or x == shown:
+            return out
+        out = fmt(v, digits + extra, trim=True)
+    return out
 
 
 def pct(v, digits: int = 1) -> str:
-    return "–" if v is None or not math.isfinite(v) else f"{100 * v:.{digits}f} %"
+    """A share as a percentage at ``digits`` decimals; a share that is not exactly 1 or 0
+    never prints as ``100 %`` or ``0 %`` (99.67 % at no decimals is ``99.7 %``)."""
+    if v is None or not math.isfinite(v):
+        return "–"
+    for places in range(digits, digits + 5):
+        # rounded on the share itself, as a table rounds it (0.8455: 84.6 % beside 0.846)
+        out = f"{100 * float(f'{v:.{places + 2}f}'):.{places}f}"
+        if float(out) not in (0.0, 100.0) or 100 * v == float(out):
+            break
+    return f"{out} %"
 
 
 def n0(v) -> str:
@@ -81,6 +105,9 @@ class Readings:
         self.results, self.table, self.dataset = results, table, dataset
         self.per_seed = per_seed or {int(results["train_seed"].iloc[0]): results}
         self.extra = extra or {}
+        #: every cell's mean over the training seeds (this run's results with one seed):
+        #: what an ordering, a rank or a check of the page reads, as its tables do
+        self.means = mean_of_seeds(self.per_seed) if len(self.per_seed) > 1 else results
 
     # -- one table ------------------------------------------------------------------------
     @staticmethod
@@ -170,12 +197,13 @@ class Readings:
                 "metric)")
 
     def judge_gap(self, method: str = "Original Data", model: str = "") -> float:
-        """The largest |judge's validity - the explained classifier's| of ``method`` in this
-        run, over the judges (:data:`cflib.metrics.basic.JUDGE_NAMES`)."""
+        """The largest |judge's validity - the explained classifier's| of ``method`` over
+        the judges (:data:`cflib.metrics.basic.JUDGE_NAMES`), on the means over the
+        training seeds as the page's tables."""
         from cflib.metrics.basic import JUDGE_NAMES
 
-        own = self.v(method, "Validity", model=model)
-        gaps = [abs(self.v(method, f"Validity ({j} judge)", model=model) - own)
+        own = self.m(method, "Validity", model=model)
+        gaps = [abs(self.m(method, f"Validity ({j} judge)", model=model) - own)
                 for j in JUDGE_NAMES]
         gaps = [g for g in gaps if math.isfinite(g)]
         return max(gaps) if gaps else math.nan
@@ -183,12 +211,13 @@ class Readings:
     def like_explained(self, rows, ratio: float = 2.0, model: str = "") -> list[str]:
         """The rows whose validity holds only for networks like the explained one: the
         SmallCNN judge (the closest to the explained CNN) grants at least ``ratio`` times
-        what the residual network or the perceptron grants (this run)."""
+        what the residual network or the perceptron grants (on the means over the training
+        seeds, as the page's tables)."""
         out = []
         for row in rows:
-            near = self.v(row, "Validity (SmallCNN judge)", model=model)
-            far = min(self.v(row, "Validity (ResNet judge)", model=model),
-                      self.v(row, "Validity (MLP judge)", model=model))
+            near = self.m(row, "Validity (SmallCNN judge)", model=model)
+            far = min(self.m(row, "Validity (ResNet judge)", model=model),
+                      self.m(row, "Validity (MLP judge)", model=model))
             if math.isfinite(near) and math.isfinite(far) and near > 0 and near >= ratio * far:
                 out.append(row)
         return out
@@ -214,10 +243,26 @@ class Readings:
                 out.append(row)
         return out
 
+    def order(self, metric: str, rows, model: str = "") -> list[str]:
+        """``rows`` best first on ``metric`` (its own direction), by the means over the
+        training seeds; a row without the metric is left out."""
+        spec = get_spec(metric)
+        vals = {r: self.m(r, metric, model=model) for r in rows}
+        return sorted((r for r, x in vals.items() if math.isfinite(x)),
+                      key=lambda r: spec.key(vals[r]))
+
+    def leads(self, method: str, metrics, rows, model: str = "") -> list[str]:
+        """The ``metrics`` on which ``method``'s mean over the training seeds is at least
+        as good as every other row of ``rows``."""
+        return [mt for mt in metrics if (o := self.order(mt, [method, *rows], model))
+                and get_spec(mt).better(self.m(method, mt, model=model), self.m(o[0], mt, model=model))]
+
     # -- what a table's discussion also reads ----------------------------------------------
-    def main_means(self) -> pd.DataFrame:
-        """The table's rows (no variant), means over pairs (and repeats)."""
-        df = self.results[self.results["variant"].fillna("") == ""]
+    def main_means(self, df: pd.DataFrame | None = None) -> pd.DataFrame:
+        """The table's rows (no variant), means over pairs (and repeats), of ``df``
+        (default: the means over the training seeds, as the page's tables)."""
+        df = self.means if df is None else df
+        df = df[df["variant"].fillna("") == ""]
         means = df[df["aggregate"] == MEAN_OVER_PAIRS]
         return means if len(means) else df
 
@@ -233,11 +278,30 @@ class Readings:
         return float(t.loc[metric, "Kendall tau"]) if metric in t.index else math.nan
 
     def checks(self) -> pd.DataFrame:
-        """The table's shape checks on this run's means (:func:`cflib.bench.runner.shape_checks`)."""
+        """The table's shape checks (:func:`cflib.bench.runner.shape_checks`) in every
+        training seed: one row per expectation, its values those of the seed means,
+        ``holds_in`` the number of seeds where it holds and ``verdict`` ``holds`` only
+        where it holds in every seed, ``fails`` where it fails in every seed, else
+        ``holds in k of n seeds`` (one seed: that seed's verdict)."""
         from cflib.bench.runner import shape_checks
 
         by = ["model"] if self.table == "bayes" else None
-        return shape_checks(self.main_means(), self.table, by=by)
+        out = shape_checks(self.main_means(), self.table, by=by)
+        if self.n_seeds < 2 or out.empty:
+            return out.assign(holds_in=(out["verdict"] == "holds").astype(int)) if len(out) else out
+        keys = (by or []) + ["expectation"]
+        per_seed = [shape_checks(self.main_means(df), self.table, by=by)[keys + ["verdict"]]
+                    for _, df in sorted(self.per_seed.items())]
+        every = pd.concat(per_seed, ignore_index=True)
+        held = every.assign(h=every["verdict"] == "holds", f=every["verdict"] == "fails")
+        held = held.groupby(keys, sort=False)[["h", "f"]].sum().reset_index()
+        out = out.drop(columns="verdict").merge(held, on=keys, how="left")
+        n = self.n_seeds
+        out["holds_in"] = out["h"].fillna(0).astype(int)
+        out["verdict"] = ["holds" if h == n else "fails" if fl == n else
+                          f"holds in {int(h)} of {n} seeds"
+                          for h, fl in zip(out["holds_in"], out["f"].fillna(0))]
+        return out.drop(columns=["h", "f"])
 
     def claim_checks(self, method: str) -> dict:
         """The papers' claims about ``method`` (checks whose source is a paper, not our
@@ -356,11 +420,14 @@ def _constants(readings: Readings, profile) -> dict:
     """The settings and constants the templates quote, each read from where the code
     keeps it (the profiles, the choices, the tuning, the methods' configs)."""
     from cflib.bench.choices import LATENT_SEARCH_LAMBDA, VALIDATION_PAIRS
+    from cflib.bench.data import CLASS_NAMES
     from cflib.bench.profiles import PROFILES
     from cflib.bench.tuning import (
         C3LT_BUDGET_MIN_VALIDITY,
         C3LT_BUDGET_SLACK,
         C3LT_LEVERS,
+        SINK_EPS,
+        SINK_IMAGES,
         budget_of,
     )
     from cflib.explainers import C3LT
@@ -368,6 +435,11 @@ def _constants(readings: Readings, profile) -> dict:
 
     vp = VALIDATION_PAIRS.get(readings.dataset)
     return {"all_levers": list(C3LT_LEVERS),
+            "class_names": CLASS_NAMES.get(readings.dataset, {}),
+            # a network sends images off the data to one class (a sink) when it gives
+            # one class more than this share of the sink probes (ten classes: 0.1 each)
+            "sink_share": 0.3,
+            "sink_eps": SINK_EPS, "sink_images": SINK_IMAGES,
             "latent_lambda": LATENT_SEARCH_LAMBDA.get(readings.dataset, math.nan),
             # the candidate of the budget curve this run's C3LT sizes are ("" if none)
             "budget_used": budget_of(profile.c3lt) if profile else "",
@@ -399,7 +471,7 @@ def render(template: str, readings: Readings, **context) -> str:
               "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
               "evidence", "candidates", "budget_rule", "generator_reading",
               "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
-              "like_explained", "claim_checks")}
+              "like_explained", "claim_checks", "order", "leads")}
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
     context = {**_constants(readings, profile), **context}
     return environment().from_string(template).render(

@@ -302,9 +302,18 @@ def paper_rows(table: str) -> list[str]:
     return rows + [r for r in RANKED_REFERENCE_ROWS if r not in rows]
 
 
+#: set-level descriptions of a set of counterfactuals, never ranked: how varied they are
+#: and how their order follows the queries' describe a method, and the most of either is
+#: noise (an attack's diversity) or no change at all (the unchanged query), not the best
+#: (the bench ranks neither: :data:`cflib.bench.intervals.SET_LEVEL` carry no interval)
+DESCRIPTIVE = ("Diversity", "Query_dependence")
+
+
 def rank_methods(frames: dict, metrics, methods=None) -> dict:
     """Per dataset, each method's rank (1 = best) on the pair-mean of each metric, in the
-    metric's own direction; ``methods`` (default: every row) are the rows ranked."""
+    metric's own direction; ``methods`` (default: every row) are the rows ranked.  The
+    :data:`DESCRIPTIVE` metrics are never ranked."""
+    metrics = [m for m in metrics if m not in DESCRIPTIVE]
     out = {}
     for name, df in frames.items():
         mean = df[(df["aggregate"] == MEAN_OVER_PAIRS) & (df["method"] != CLASSIFIER)]
@@ -694,13 +703,16 @@ def dense_rate(perf: pd.DataFrame, ops: pd.DataFrame) -> pd.Series:
 
 def timing_beside_papers(results: dict, dataset_results: str = "mnist") -> pd.DataFrame:
     """Seconds per counterfactual of the C3LT table's methods in our chapters (mean over
-    pairs, this machine) beside the timings the papers report."""
+    pairs, this machine) beside the timings the papers report.  A variant's row is
+    named with its variant (``CEM (kappa=0)``), never as the method it varies."""
     paper = reported_on_our_scale("c3lt", dataset_results)
     paper = paper[paper["metric"] == "Seconds_per_CF"].set_index("method")["value"]
     cols = {}
     for name, df in results.items():
         d = df[(df["aggregate"] == MEAN_OVER_PAIRS) & (df["metric"] == "Seconds_per_CF")]
-        cols[f"{name} (ours)"] = d.set_index("method")["value"]
+        variant = d["variant"].fillna("") if "variant" in d.columns else pd.Series("", index=d.index)
+        rows = [m if not v else f"{m} ({v})" for m, v in zip(d["method"], variant)]
+        cols[f"{name} (ours)"] = pd.Series(d["value"].to_numpy(), index=rows)
     out = pd.DataFrame(cols)
     shown = paper.reindex(out.index)
     if shown.notna().any():          # the papers' timings that are confirmed, if any
