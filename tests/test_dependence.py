@@ -45,3 +45,49 @@ def test_only_pairs_with_the_same_target_are_compared_and_ties_are_averaged():
     assert query_dependence(q, cf, t) < 1.0
     assert math.isclose(spearman(torch.tensor([1.0, 1.0, 2.0]), torch.tensor([1.0, 2.0, 3.0])),
                         math.sqrt(3) / 2, rel_tol=1e-9)
+
+
+def test_targets_of_different_spread_do_not_make_random_images_query_dependent():
+    """Queries and counterfactuals of one target share a spread that differs between the
+    targets (as query classes and target classes do on the Bayesian table); each
+    counterfactual is drawn apart from its query.  Pooled into one correlation the
+    targets' spreads correlate (rho well above 0); per target there is nothing to follow."""
+    scales = [0.05, 0.2, 0.6, 1.0]
+    q = torch.cat([s * _images(20, 10 + k) for k, s in enumerate(scales)])
+    cf = torch.cat([s * _images(20, 30 + k) for k, s in enumerate(scales)])
+    t = torch.arange(4).repeat_interleave(20)
+
+    def pooled():
+        dq, dc = [], []
+        for c in range(4):
+            a, b = q[t == c].flatten(1), cf[t == c].flatten(1)
+            iu = torch.triu_indices(20, 20, 1)
+            dq.append(torch.cdist(a, a, p=1)[iu[0], iu[1]])
+            dc.append(torch.cdist(b, b, p=1)[iu[0], iu[1]])
+        return spearman(torch.cat(dq), torch.cat(dc))
+
+    assert pooled() > 0.5
+    assert abs(query_dependence(q, cf, t)) < 0.1
+
+
+def test_one_target_is_that_targets_correlation_and_targets_weigh_by_their_pairs():
+    q, cf = _images(12, 40), _images(12, 41)
+    one = torch.full((12,), 5)
+    iu = torch.triu_indices(12, 12, 1)
+    d = lambda x: torch.cdist(x.flatten(1), x.flatten(1), p=1)[iu[0], iu[1]]  # noqa: E731
+    assert query_dependence(q, cf, one) == spearman(d(q), d(cf))
+    # a target of 8 queries (28 pairs) and one of 4 (6 pairs): the identity on the first,
+    # a fixed image on the second -> (28 * 1 + 6 * 0) / 34
+    t = torch.tensor([0] * 8 + [1] * 4)
+    out = torch.cat([q[:8], q[8:9].expand(4, -1, -1, -1)])
+    assert math.isclose(query_dependence(q, out, t), 28 / 34, rel_tol=1e-9)
+
+
+def test_query_dependence_sees_order_not_scale():
+    """A prototype plus a twentieth of the query keeps the queries' order (1) while its
+    diversity is near 0: the two are read together."""
+    q, real = _images(30, 50), _images(60, 51)
+    t = torch.full((30,), 2)
+    cf = real[:1] + 0.05 * q
+    assert math.isclose(query_dependence(q, cf, t), 1.0, rel_tol=1e-9)
+    assert diversity(cf, t, {2: real}) < 0.1

@@ -9,9 +9,12 @@ can see it.  These two can:
   between the counterfactuals of one target class, divided by the same between real
   test images of that class.  1: as varied as real data; near 0: one prototype.
 - :func:`query_dependence`: the Spearman rank correlation between the pairwise
-  distances of the queries and the pairwise distances of their counterfactuals (pairs
-  with the same target).  1: counterfactuals as far apart as their queries are, in the
-  same order; 0: the query is ignored (a constant output scores 0 by definition).
+  distances of the queries and the pairwise distances of their counterfactuals, per
+  target class (pairs with the same target), averaged over the classes weighted by
+  their pairs.  1: counterfactuals as far apart as their queries are, in the same
+  order; 0: the query is ignored (a constant output scores 0 by definition).  It
+  measures order, not scale: a prototype plus a twentieth of the query scores 1 at a
+  diversity near 0; the two are read together.
 
 Reference rows give the range: ``Original Data`` (random real target images) has a
 diversity near 1 and a query dependence near 0; ``Query (unchanged)`` a query
@@ -87,9 +90,16 @@ def spearman(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def query_dependence(x: torch.Tensor, x_cf: torch.Tensor, target: torch.Tensor) -> float:
     """Spearman's rho between the queries' and the counterfactuals' pairwise L1 distances,
-    over every pair of queries with the same target (NaN with fewer than three such pairs)."""
+    over the pairs of queries with the same target: per target class, averaged over the
+    classes weighted by their number of pairs (NaN when no class has three pairs).
+
+    Per class, not pooled: pooling the pairs of several targets into one correlation
+    makes the classes' different spreads correlate (real target images drawn at random
+    score well above 0 when pooled), so the measure would read class-level differences
+    as dependence on the query.  With one target (a C3LT pair) it is the correlation of
+    that target's pairs."""
     target = target.cpu()
-    dq, dc = [], []
+    rhos, weights = [], []
     for t in target.unique().tolist():
         idx = torch.nonzero(target == t).flatten()
         if len(idx) < 2:
@@ -97,11 +107,15 @@ def query_dependence(x: torch.Tensor, x_cf: torch.Tensor, target: torch.Tensor) 
         q = x[idx.to(x.device)].detach().flatten(1).float().cpu()
         c = x_cf[idx.to(x_cf.device)].detach().flatten(1).float().cpu()
         iu = torch.triu_indices(len(idx), len(idx), 1)
-        dq.append(torch.cdist(q, q, p=1)[iu[0], iu[1]])
-        dc.append(torch.cdist(c, c, p=1)[iu[0], iu[1]])
-    if not dq:
+        rho = spearman(torch.cdist(q, q, p=1)[iu[0], iu[1]], torch.cdist(c, c, p=1)[iu[0], iu[1]])
+        if rho == rho:                     # NaN: fewer than three pairs, or no spread
+            rhos.append(rho)
+            weights.append(len(iu[0]))
+    if not rhos:
         return float("nan")
-    return spearman(torch.cat(dq), torch.cat(dc))
+    if len(rhos) == 1:
+        return rhos[0]
+    return sum(w * r for w, r in zip(weights, rhos)) / sum(weights)
 
 
 DIVERSITY = MetricSpec(

@@ -315,10 +315,17 @@ N_FP_INFEASIBLE = MetricSpec("N_fp_infeasible", lambda c: rate(c.infeasible_acce
 OVERHEAD_VS_MIXEDPREC = MetricSpec(
     "Overhead_vs_MixedPrec", lambda c: c.overhead_mixedprec, False,
     "T_method / T_MixedPrec-QAT: the public code's reading of its runtime script", timing=True)
-#: per-class test accuracy (the classes a target may steal from)
-CLASS_ACCURACY = tuple(MetricSpec(
-    f"Accuracy_class_{k}", (lambda c, k=k: c.class_accuracy(k)), True,
-    f"test accuracy on class {k}") for k in range(10))
+
+
+def class_accuracy_specs(n_classes: int) -> tuple[MetricSpec, ...]:
+    """Per-class test accuracy (the classes a target may steal from): one registered spec
+    per class of an ``n_classes``-way classifier, read from the context's
+    ``class_accuracy(k)``."""
+    return register(*(MetricSpec(f"Accuracy_class_{k}", (lambda c, k=k: c.class_accuracy(k)),
+                                 True, f"test accuracy on class {k}")
+                      for k in range(n_classes)))
+
+
 CRG_CI = MetricSpec("CRG_ci95", lambda c: c.ci(c.cost_gap), False,
                     "half-width of CRG's 95 % percentile bootstrap interval over queries")
 DIRSIM_CI = MetricSpec("DirSim_ci95", lambda c: c.ci(c.dirsim), False,
@@ -360,7 +367,7 @@ N_BOTH_FEASIBLE = MetricSpec("N_both_feasible",
                              "queries feasible on both models, |Both|")
 register(VD, CRG, DIRSIM, OVERHEAD, VD_LOW, VD_HIGH, FA_RECON, FA_RECON_LOW, FA_RECON_HIGH,
          FA_INFEASIBLE, FA_INFEASIBLE_LOW, FA_INFEASIBLE_HIGH, N_FP_INFEASIBLE,
-         OVERHEAD_VS_MIXEDPREC, *CLASS_ACCURACY, CRG_CI, DIRSIM_CI, FP_FEASIBLE, Q_FEASIBLE,
+         OVERHEAD_VS_MIXEDPREC, CRG_CI, DIRSIM_CI, FP_FEASIBLE, Q_FEASIBLE,
          TRANSFER_MARGIN, AVG_WEIGHT_BITS, AVG_ACT_BITS, BIT_COST, COMPRESS_SECONDS,
          TRAIN_SECONDS, TEACHER_SUCCESS, SPARSITY, MEDIAN_DELTA, N_QUERIES, N_FP_FEASIBLE,
          N_BOTH_FEASIBLE, N_ALREADY_TARGET)

@@ -58,7 +58,6 @@ from cflib.metrics.recourse import (
     AVG_ACT_BITS,
     AVG_WEIGHT_BITS,
     BIT_COST,
-    CLASS_ACCURACY,
     COMPRESS_SECONDS,
     CRG,
     CRG_CI,
@@ -197,6 +196,8 @@ class QuantContext:
                            self.dirsim, self.margins)
 
 
+#: per-class test accuracy, one metric per class of the table's dataset (QUANT.dataset)
+CLASS_ACCURACY = rm.class_accuracy_specs(n_classes("fmnist"))
 #: the model's own test accuracy, from its training record (the context's ``info``)
 MODEL_ACCURACY = register(MetricSpec(
     "Accuracy", lambda c: float(c.info["test_accuracy"]), True,
