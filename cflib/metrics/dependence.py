@@ -113,9 +113,10 @@ def query_dependence(x: torch.Tensor, x_cf: torch.Tensor, target: torch.Tensor) 
             weights.append(len(iu[0]))
     if not rhos:
         return float("nan")
-    if len(rhos) == 1:
-        return rhos[0]
-    return sum(w * r for w, r in zip(weights, rhos)) / sum(weights)
+    # the weighted mean written from the first class's value: one class's correlation
+    # comes back exactly (a product and a division by its weight would round it)
+    first = rhos[0]
+    return first + sum(w * (r - first) for w, r in zip(weights, rhos)) / sum(weights)
 
 
 DIVERSITY = MetricSpec(
