@@ -265,3 +265,23 @@ def test_a_certificate_for_another_run_or_unreadable_is_named(tmp_path, monkeypa
     assert len(bad) == 2
     assert any("mnist_bayesian.json is not a readable certificate" in b for b in bad)
     assert any("mnist_eval.json was made for another run of mnist_eval" in b for b in bad)
+
+
+def test_the_networks_twin_trainer_reaches_what_no_smoke_training_does(tmp_path):
+    """The twin trainer of `cflib networks certify`, with no network to train, still runs
+    its probes: early stopping of both trainers, gradient clipping, the loader's
+    missing-file error; each recorded and each line covered, so a change to them can be
+    vouched for (or refused) by twins."""
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.book.runs.certify import _train_twin, _twin_result
+
+    got = _twin_result(_train_twin(PROJECT_ROOT, [], tmp_path), PROJECT_ROOT, tmp_path, "new")
+    w = got["weights"]
+    assert w["probe: train_classifier"][1]["epochs_run"] < 8        # stopped early
+    assert w["probe: train_autoencoder"][1]["epochs_run"] < 8
+    assert w["probe: _load"] == "FileNotFoundError"
+    src = (PROJECT_ROOT / "cflib/training.py").read_text().splitlines()
+    ran = got["coverage"]["cflib/training.py"]
+    for needle in ("break", "clip_grad_norm_"):
+        line = next(i for i, t in enumerate(src, 1) if needle in t and not t.strip().startswith("#"))
+        assert line in ran, needle

@@ -604,6 +604,30 @@ for s in specs:
     kw = {"arch": s["arch"]} if s["kind"] == "autoencoder" else {}
     model, info = fn(*args, profile="smoke", seed=0, **kw)
     weights[s["id"]] = state_fingerprint(model.state_dict())
+# branch probes: what no smoke training reaches, on a tiny seeded problem (gradient
+# clipping and early stopping of both trainers; the loader's missing-file error)
+import tempfile
+import torch
+from cflib import training as T
+from cflib.bench import data as D
+from cflib.models import C3LTClassifier, ConvAutoencoder
+g = torch.Generator().manual_seed(0)
+x, xv = torch.rand(32, 1, 28, 28, generator=g) * 2 - 1, torch.rand(16, 1, 28, 28, generator=g) * 2 - 1
+y, yv = torch.randint(0, 10, (32,), generator=g), torch.randint(0, 10, (16,), generator=g)
+torch.manual_seed(0)
+m = C3LTClassifier()
+run = T.train_classifier(m, x, y, 8, batch_size=8, seed=0, x_val=xv, y_val=yv, patience=1,
+                         grad_clip=1.0)
+weights["probe: train_classifier"] = [state_fingerprint(m.state_dict()), run]
+torch.manual_seed(0)
+a = ConvAutoencoder()
+run = T.train_autoencoder(a, x, 8, lr=0.05, batch_size=8, seed=0, x_val=xv, patience=1)
+weights["probe: train_autoencoder"] = [state_fingerprint(a.state_dict()), run]
+try:
+    D._load("mnist", True, tempfile.mkdtemp())
+    weights["probe: _load"] = "read"
+except Exception as err:
+    weights["probe: _load"] = type(err).__name__
 cov.stop()
 d = cov.get_data()
 json.dump({"weights": weights, "coverage": {f: sorted(d.lines(f) or []) for f in
@@ -712,8 +736,10 @@ def certify_networks(log=print) -> dict:
     """Certify the training-code changes since each shipped network was trained: for each
     commit that trained some of them, twin trainings at ``smoke`` (a worktree of that
     commit and the working tree; empty caches, one thread, coverage) of one network of each
-    kind, architecture and dataset; the weights bit-equal and every changed line of their
-    training code run in its twin.  Writes ``networks/CERTIFICATES.json`` (the accepted
+    kind, architecture and dataset, and probes of what no smoke training reaches (both
+    trainers' gradient clipping and early stopping on a tiny seeded problem, the loader's
+    missing-file error); the weights (and the probes' records) bit-equal and every changed
+    line of their training code run in its twin.  Writes ``networks/CERTIFICATES.json`` (the accepted
     ``[old, new]`` digests with their evidence) and returns it; a group whose twins
     disagree is named in ``refused``."""
     from cflib.shipped import CERTIFICATES, shipped_root
