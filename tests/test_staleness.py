@@ -285,3 +285,18 @@ def test_the_networks_twin_trainer_reaches_what_no_smoke_training_does(tmp_path)
     for needle in ("break", "clip_grad_norm_"):
         line = next(i for i, t in enumerate(src, 1) if needle in t and not t.strip().startswith("#"))
         assert line in ran, needle
+
+
+def test_a_pages_certificate_line_names_definitions_as_a_reader_would(monkeypatch):
+    from cflib.book.runs import certificates as certs
+
+    cert = {"record": "r", "certified_commit": "abc1234", "date": "2026-12-06",
+            "definitions": {"cflib/bench/tables/quant.py::<module>": ["a", "b"],
+                            "cflib/metrics/dependence.py::query_dependence": ["c", "d"]}}
+    monkeypatch.setattr(certs, "read_certificate", lambda chapter: cert)
+    monkeypatch.setattr(certs, "record_digest", lambda meta: "r")
+    line = certs.certificate_line("mnist_eval", {})
+    assert "the module statements of `quant.py`" in line
+    assert "`query_dependence` (dependence.py)" in line and "2 changed definitions" in line
+    monkeypatch.setattr(certs, "record_digest", lambda meta: "another run")
+    assert certs.certificate_line("mnist_eval", {}) == ""

@@ -1,12 +1,12 @@
 """Bayesian classifiers for the Duell & Fan (2026) chapter: MC dropout and Bayes by Backprop.
 
 Both share the C3LT CNN's layout (conv 1->32 5x5, ReLU, maxpool 2; conv 32->64 5x5,
-ReLU, maxpool 2; FC 1024->256, ReLU; FC 256->10) and one interface,
-:class:`BayesianClassifier`:
+ReLU, maxpool 2; FC 1024->256, ReLU; FC 256->C, C = ``n_classes``, 10 on MNIST) and one
+interface, :class:`BayesianClassifier`:
 
-- ``sample_probs(x, n_samples)`` -> (S, N, 10) softmax probabilities, one row per
+- ``sample_probs(x, n_samples)`` -> (S, N, C) softmax probabilities, one row per
   posterior sample, all samples in one batched pass;
-- ``predictive(x, n_samples)`` -> (mean, var), each (N, 10): the posterior predictive
+- ``predictive(x, n_samples)`` -> (mean, var), each (N, C): the posterior predictive
   mean and the variance of the class probabilities across posterior samples;
 - ``forward(x)`` -> log of the posterior-mean probability, so the model drops in as a
   plain classifier (``argmax`` is the decision, ``softmax`` gives the mean back);
@@ -207,7 +207,8 @@ class MCDropoutCNN(BayesianClassifier):
         self.p = float(p)
         self.conv = _trunk()
         self.head = nn.Sequential(
-            nn.Flatten(), nn.Linear(1024, 256), nn.ReLU(), nn.Dropout(p), nn.Linear(256, 10),
+            nn.Flatten(), nn.Linear(1024, 256), nn.ReLU(), nn.Dropout(p),
+            nn.Linear(256, self.n_classes),
         )
 
     @classmethod
@@ -326,7 +327,7 @@ class BayesByBackpropCNN(BayesianClassifier):
         super().__init__(n_samples, sample_seed)
         self.conv = _trunk()
         self.fc1 = BayesLinear(1024, 256, prior_sigma, rho_init)
-        self.fc2 = BayesLinear(256, 10, prior_sigma, rho_init)
+        self.fc2 = BayesLinear(256, self.n_classes, prior_sigma, rho_init)
 
     def kl(self) -> torch.Tensor:
         return self.fc1.kl() + self.fc2.kl()

@@ -82,6 +82,16 @@ def expected_source(chapter: Chapter, meta: dict, folder: Path = CHAPTER_DIR) ->
     return new if old == recorded else recorded
 
 
+def _definition_name(key: str) -> str:
+    """A definition as a reader names it: ``query_dependence`` (dependence.py), or the
+    module statements of ``quant.py`` for ``cflib/bench/tables/quant.py::<module>``."""
+    module, _, unit = key.partition("::")
+    name = module.rsplit("/", 1)[-1]
+    if unit == "<module>":
+        return f"the module statements of `{name}`"
+    return f"`{unit}` ({name})"
+
+
 def certificate_line(chapter: str, meta: dict) -> str:
     """The sentence a chapter's provenance line adds for its certificate ('' without one
     that applies)."""
@@ -89,7 +99,7 @@ def certificate_line(chapter: str, meta: dict) -> str:
     if cert is None or cert.get("record") != record_digest(meta):
         return ""
     names = sorted(cert.get("definitions", {}))
-    shown = ", ".join(f"`{n.split('::', 1)[1]}`" for n in names[:3])
+    shown = ", ".join(_definition_name(n) for n in names[:3])
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
     return (f" *Certified since at commit `{cert['certified_commit']}` ({cert['date']}): "
             f"{len(names)} changed definition{'s' if len(names) != 1 else ''} ({shown}{more}) "
