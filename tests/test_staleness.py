@@ -300,3 +300,22 @@ def test_a_pages_certificate_line_names_definitions_as_a_reader_would(monkeypatc
     assert "`query_dependence` (dependence.py)" in line and "2 changed definitions" in line
     monkeypatch.setattr(certs, "record_digest", lambda meta: "another run")
     assert certs.certificate_line("mnist_eval", {}) == ""
+
+
+def test_a_full_run_with_a_re_rendered_pages_outputs_leaves_it_as_it_is():
+    """A page re-rendered from saved results, then computed again from the same inputs with
+    the same outputs: the same record but for when, from which commit and how (so a
+    re-run on a clone changes no tracked file); other inputs are another record."""
+    from cflib.book.runs.execute import same_record
+
+    def nb(**meta):
+        n = nbformat.v4.new_notebook()
+        n.metadata["cflib"] = {"params": {"profile": "standard"}, "inputs": {"compute": {}},
+                               "outputs": {"x.csv": "aa"}, **meta}
+        return n
+
+    rendered = nb(mode="render", commit="d00fe18", computed={"commit": "82b8f2f"})
+    computed = nb(mode="compute", commit="4861b75", computed={"commit": "4861b75"})
+    assert same_record(rendered, computed)
+    assert not same_record(rendered, nb(mode="compute", outputs={"x.csv": "bb"}))
+    assert not same_record(rendered, nb(mode="compute", inputs={"compute": {"a": "1"}}))

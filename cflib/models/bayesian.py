@@ -84,7 +84,7 @@ class BayesianClassifier(nn.Module):
         raise NotImplementedError
 
     def _head_samples(self, f: torch.Tensor, noise: dict[str, torch.Tensor]) -> torch.Tensor:
-        """(S, N, 10) logits of the S posterior samples on trunk features ``f``."""
+        """(S, N, C) logits of the S posterior samples on trunk features ``f``."""
         raise NotImplementedError
 
     def deterministic_logits(self, x: torch.Tensor) -> torch.Tensor:
@@ -99,7 +99,7 @@ class BayesianClassifier(nn.Module):
     def head_inputs(self, x: torch.Tensor, n_samples: int | None = None, seed=_DEFAULT):
         """The last linear layer's input and weights per posterior sample.
 
-        Returns ``(h, W, b)`` with h (S, N, 256), W (S or 1, 10, 256), b (S or 1, 10)
+        Returns ``(h, W, b)`` with h (S, N, 256), W (S or 1, C, 256), b (S or 1, C)
         such that ``h @ W.transpose(1, 2) + b.unsqueeze(1)`` equals
         :meth:`sample_logits` (ROAR perturbs W and b).
         """
@@ -142,18 +142,18 @@ class BayesianClassifier(nn.Module):
 
     def sample_logits(self, x: torch.Tensor, n_samples: int | None = None,
                       seed=_DEFAULT) -> torch.Tensor:
-        """(S, N, 10) logits of S posterior samples (S = ``n_samples`` or the default)."""
+        """(S, N, C) logits of S posterior samples (S = ``n_samples`` or the default)."""
         n = self._check(x, n_samples)
         return self._head_samples(self.trunk_features(x), self._noise(n, seed))
 
     def sample_probs(self, x: torch.Tensor, n_samples: int | None = None,
                      seed=_DEFAULT) -> torch.Tensor:
-        """(S, N, 10) softmax probabilities of S posterior samples."""
+        """(S, N, C) softmax probabilities of S posterior samples."""
         return torch.softmax(self.sample_logits(x, n_samples, seed), dim=-1)
 
     def predictive(self, x: torch.Tensor, n_samples: int | None = None,
                    seed=_DEFAULT) -> tuple[torch.Tensor, torch.Tensor]:
-        """Posterior predictive mean and variance of the class probabilities, (N, 10) each.
+        """Posterior predictive mean and variance of the class probabilities, (N, C) each.
 
         The variance is the (biased, 1/S) variance across posterior samples: the
         epistemic spread that PSCE's epsilon-robustness bounds.
@@ -162,7 +162,7 @@ class BayesianClassifier(nn.Module):
         return p.mean(0), p.var(0, unbiased=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """log of the posterior-mean probability, (N, 10); argmax is the decision."""
+        """log of the posterior-mean probability, (N, C); argmax is the decision."""
         return self.sample_probs(x).mean(0).clamp_min(1e-30).log()
 
     @contextlib.contextmanager

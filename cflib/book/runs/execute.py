@@ -434,10 +434,12 @@ def same_outputs(old, new) -> bool:
 
 def same_record(old, new) -> bool:
     """Do two executed notebooks hold the same record of their run, but for when and from
-    which commit it ran and how long it took?"""
+    which commit it ran, how long it took and whether the page was computed or re-rendered
+    from saved results (a full run that gives a re-rendered page's outputs from the same
+    inputs leaves it as it is: what its record says stays true)?"""
     def view(nb):
         meta = dict(nb.metadata.get("cflib", {}))
-        for k in ("date", "commit", "seconds", "computed", "seal"):
+        for k in ("date", "commit", "seconds", "computed", "seal", "mode"):
             meta.pop(k, None)
         return json.dumps(meta, sort_keys=True, default=str)
     return view(old) == view(new)
