@@ -317,5 +317,6 @@ def test_a_full_run_with_a_re_rendered_pages_outputs_leaves_it_as_it_is():
     rendered = nb(mode="render", commit="d00fe18", computed={"commit": "82b8f2f"})
     computed = nb(mode="compute", commit="4861b75", computed={"commit": "4861b75"})
     assert same_record(rendered, computed)
+    assert not same_record(computed, rendered)      # a re-render asked for is written
     assert not same_record(rendered, nb(mode="compute", outputs={"x.csv": "bb"}))
     assert not same_record(rendered, nb(mode="compute", inputs={"compute": {"a": "1"}}))

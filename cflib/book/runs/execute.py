@@ -434,15 +434,18 @@ def same_outputs(old, new) -> bool:
 
 def same_record(old, new) -> bool:
     """Do two executed notebooks hold the same record of their run, but for when and from
-    which commit it ran, how long it took and whether the page was computed or re-rendered
-    from saved results (a full run that gives a re-rendered page's outputs from the same
-    inputs leaves it as it is: what its record says stays true)?"""
-    def view(nb):
+    which commit it ran and how long it took?  A full run that gives a re-rendered page's
+    outputs from the same inputs holds its record too (the page is left as it is: what
+    its record says stays true); a re-render of a computed page is its own record."""
+    def view(nb, mode: bool):
         meta = dict(nb.metadata.get("cflib", {}))
-        for k in ("date", "commit", "seconds", "computed", "seal", "mode"):
+        for k in ("date", "commit", "seconds", "computed", "seal") + (() if mode else ("mode",)):
             meta.pop(k, None)
         return json.dumps(meta, sort_keys=True, default=str)
-    return view(old) == view(new)
+
+    modes = tuple(nb.metadata.get("cflib", {}).get("mode") for nb in (old, new))
+    keep_mode = modes != ("render", "compute")
+    return view(old, keep_mode) == view(new, keep_mode)
 
 
 def scratch() -> Path:
