@@ -104,4 +104,4 @@ def test_a_variants_time_is_never_shown_under_the_method_it_varies():
     df = _frame({("CEM", "Seconds_per_CF"): 1.8, ("C3LT", "Seconds_per_CF"): 0.006})
     kappa = df[df["method"] == "CEM"].assign(variant="kappa=0", value=2.0)
     out = timing_beside_papers({"MNIST": pd.concat([df, kappa], ignore_index=True)})
-    assert out["MNIST (ours)"].to_dict() == {"CEM": 1.8, "C3LT": 0.006, "CEM (kappa=0)": 2.0}
+    assert out["MNIST (ours)"].to_dict() == {"CEM": 1.8, "C3LT": 0.006, "CEM [kappa=0]": 2.0}

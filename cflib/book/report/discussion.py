@@ -87,10 +87,10 @@ def pct(v, digits: int = 1) -> str:
         return "–"
     for places in range(digits, digits + 5):
         # rounded on the share itself, as a table rounds it (0.8455: 84.6 % beside 0.846)
-        out = f"{100 * float(f'{v:.{places + 2}f}'):.{places}f}"
-        if float(out) not in (0.0, 100.0) or 100 * v == float(out):
+        shown = float(f"{v:.{places + 2}f}")
+        if shown not in _BOUNDS or shown == v:
             break
-    return f"{out} %"
+    return f"{100 * shown:.{places}f} %"
 
 
 def n0(v) -> str:
@@ -280,28 +280,29 @@ class Readings:
     def checks(self) -> pd.DataFrame:
         """The table's shape checks (:func:`cflib.bench.runner.shape_checks`) in every
         training seed: one row per expectation, its values those of the seed means,
-        ``holds_in`` the number of seeds where it holds and ``verdict`` ``holds`` only
-        where it holds in every seed, ``fails`` where it fails in every seed, else
-        ``holds in k of n seeds`` (one seed: that seed's verdict)."""
-        from cflib.bench.runner import shape_checks
+        ``holds_in`` the number of seeds where it holds
+        (:func:`~cflib.bench.runner.shape_checks_by_seed`) and ``verdict`` ``holds`` only
+        where it holds in every seed, the seed means' verdict (``fails``, ``not tested``)
+        where it holds in none, else ``holds in k of n seeds`` (one seed: its verdict)."""
+        from cflib.bench.runner import shape_checks, shape_checks_by_seed
 
         by = ["model"] if self.table == "bayes" else None
         out = shape_checks(self.main_means(), self.table, by=by)
-        if self.n_seeds < 2 or out.empty:
-            return out.assign(holds_in=(out["verdict"] == "holds").astype(int)) if len(out) else out
+        if out.empty:
+            return out
+        if self.n_seeds < 2:
+            return out.assign(holds_in=(out["verdict"] == "holds").astype(int))
         keys = (by or []) + ["expectation"]
-        per_seed = [shape_checks(self.main_means(df), self.table, by=by)[keys + ["verdict"]]
-                    for _, df in sorted(self.per_seed.items())]
-        every = pd.concat(per_seed, ignore_index=True)
-        held = every.assign(h=every["verdict"] == "holds", f=every["verdict"] == "fails")
-        held = held.groupby(keys, sort=False)[["h", "f"]].sum().reset_index()
-        out = out.drop(columns="verdict").merge(held, on=keys, how="left")
+        seeds = shape_checks_by_seed(self.per_seed, self.table, by=by, select=self.main_means)
+        out = out.merge(seeds[keys + ["holds_in"]], on=keys, how="left")
+        out["holds_in"] = out["holds_in"].fillna(0).astype(int)
         n = self.n_seeds
-        out["holds_in"] = out["h"].fillna(0).astype(int)
-        out["verdict"] = ["holds" if h == n else "fails" if fl == n else
-                          f"holds in {int(h)} of {n} seeds"
-                          for h, fl in zip(out["holds_in"], out["f"].fillna(0))]
-        return out.drop(columns=["h", "f"])
+        # held in every seed; else, held in none, the seed means' own verdict (fails, not
+        # tested); else in how many
+        out["verdict"] = ["holds" if h == n else v if h == 0 and v != "holds" else
+                          f"holds in {h} of {n} seeds"
+                          for h, v in zip(out["holds_in"], out["verdict"])]
+        return out
 
     def claim_checks(self, method: str) -> dict:
         """The papers' claims about ``method`` (checks whose source is a paper, not our

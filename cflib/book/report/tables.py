@@ -82,13 +82,20 @@ def comparison_table(results: pd.DataFrame, table: str, dataset: str, pair: str 
     return out
 
 
+def row_names(df: pd.DataFrame) -> pd.Series:
+    """Each row's name where variants stand beside their methods: ``method [variant]`` for
+    a variant's row (``CEM [kappa=0]``), never the name of the method it varies."""
+    if "variant" not in df.columns:
+        return df["method"]
+    v = df["variant"].fillna("")
+    return df["method"].where(v == "", df["method"] + " [" + v + "]")
+
+
 def pair_table(results: pd.DataFrame, metrics) -> pd.DataFrame:
     """Every metric per (pair, method), on the paper's scale: the long form of the table
     (the table's rows; a variant row appears as ``method [variant]``)."""
     df = results[results["method"] != CLASSIFIER].copy()
-    if "variant" in df.columns:
-        v = df["variant"].fillna("")
-        df.loc[v != "", "method"] = df["method"] + " [" + v + "]"
+    df["method"] = row_names(df)
     df.loc[df["aggregate"] == MEAN_OVER_PAIRS, "pair"] = "mean"
     out = df.pivot_table(index=["pair", "method"], columns="metric", values="value",
                          aggfunc="mean", sort=False)
@@ -703,16 +710,14 @@ def dense_rate(perf: pd.DataFrame, ops: pd.DataFrame) -> pd.Series:
 
 def timing_beside_papers(results: dict, dataset_results: str = "mnist") -> pd.DataFrame:
     """Seconds per counterfactual of the C3LT table's methods in our chapters (mean over
-    pairs, this machine) beside the timings the papers report.  A variant's row is
-    named with its variant (``CEM (kappa=0)``), never as the method it varies."""
+    pairs, this machine) beside the timings the papers report (a variant's row named by
+    :func:`row_names`)."""
     paper = reported_on_our_scale("c3lt", dataset_results)
     paper = paper[paper["metric"] == "Seconds_per_CF"].set_index("method")["value"]
     cols = {}
     for name, df in results.items():
         d = df[(df["aggregate"] == MEAN_OVER_PAIRS) & (df["metric"] == "Seconds_per_CF")]
-        variant = d["variant"].fillna("") if "variant" in d.columns else pd.Series("", index=d.index)
-        rows = [m if not v else f"{m} ({v})" for m, v in zip(d["method"], variant)]
-        cols[f"{name} (ours)"] = pd.Series(d["value"].to_numpy(), index=rows)
+        cols[f"{name} (ours)"] = pd.Series(d["value"].to_numpy(), index=row_names(d))
     out = pd.DataFrame(cols)
     shown = paper.reindex(out.index)
     if shown.notna().any():          # the papers' timings that are confirmed, if any
