@@ -320,3 +320,23 @@ def test_a_full_run_with_a_re_rendered_pages_outputs_leaves_it_as_it_is():
     assert not same_record(computed, rendered)      # a re-render asked for is written
     assert not same_record(rendered, nb(mode="compute", outputs={"x.csv": "bb"}))
     assert not same_record(rendered, nb(mode="compute", inputs={"compute": {"a": "1"}}))
+
+
+def test_what_the_discussion_runs_is_recorded_as_presentation():
+    """The discussion is filled by the runner, not the kernel: the definitions it runs
+    (a number format, a check) are recorded beside the kernel's, so editing one re-renders
+    the page (it was invisible before: a page could show prose from older code)."""
+    from cflib import trace
+    from cflib.book.report import discussion
+    from cflib.book.runs.execute import traced
+
+    units = traced(lambda: discussion.pct(0.9967, 0))
+    assert "cflib/book/report/discussion.py::pct" in units
+    assert "cflib/book/report/discussion.py::f" not in units
+    trace.start()
+    try:
+        inner = traced(lambda: discussion.f(0.5))
+    finally:
+        outer = trace.record(trace.stop())
+    assert "cflib/book/report/discussion.py::f" in inner
+    assert "cflib/book/report/discussion.py::f" in outer          # counts for the run too

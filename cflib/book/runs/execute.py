@@ -319,8 +319,10 @@ def record(run: ChapterRun, executed: Path, seconds: float):
     provenance, computed = _provenance(run, seconds, when)
     reported = clean(nb, ch, params, provenance)
     try:
-        fill_discussion(nb, ch, run.results)
+        # the discussion is filled here, not in the kernel: what it runs is presentation too
+        discussed = traced(lambda: fill_discussion(nb, ch, run.results))
     except Exception as err:    # a template error never loses a run: fix it, then refresh
+        discussed = {}
         print(f"[{ch.name}] the discussion could not be filled ({type(err).__name__}: {err}); "
               f"the run is kept with its marker: fix book/discussion/ and run `cflib refresh "
               f"{ch.name}`", flush=True)
@@ -331,7 +333,8 @@ def record(run: ChapterRun, executed: Path, seconds: float):
         outputs = output_digests(run.results, _written(run))
     inputs = input_digests(ch, params, reported.get("data", []), reported.get("reads", []),
                            run.results, outputs, reported.get("definitions"),
-                           reported.get("presentation"), reported.get("networks", []))
+                           {**(reported.get("presentation") or {}), **discussed},
+                           reported.get("networks", []))
     if run.mode == "render":
         # the compute did not run: its inputs are the last full run's (unchanged, which
         # is why this was a render)
@@ -430,6 +433,27 @@ def same_outputs(old, new) -> bool:
             cells.append((c.cell_type, c.source, json.dumps(outs, sort_keys=True)))
         return cells
     return view(old) == view(new)
+
+
+def traced(fn) -> dict[str, str]:
+    """Run ``fn``; the cflib definitions it ran (:func:`cflib.trace.record`), as the
+    kernel's tracer records a page's.  Inside a traced computation, its segment; under
+    another tracer (a debugger, coverage), nothing can be seen: ``{}``."""
+    from cflib import trace
+
+    if trace.active():
+        with trace.segment() as seg:
+            fn()
+        return trace.record(seg)
+    if sys.gettrace() is not None:
+        fn()
+        return {}
+    trace.start()
+    try:
+        fn()
+    finally:
+        seg = trace.stop()
+    return trace.record(seg)
 
 
 def same_record(old, new) -> bool:
