@@ -7,7 +7,9 @@ failed write leaves the old file as it was.  Files are created readable by the g
 """
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -37,10 +39,32 @@ def atomic_write(path, data: str | bytes | Callable[[Path], None]) -> Path:
             Path(tmp).write_text(data)
         os.chmod(tmp, shared_mode())
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as err:
+        if _out_of_space(err):
+            raise OSError(errno.ENOSPC, f"No space left on device to write {path} "
+                          f"({_free(path.parent)} free there): nothing was written (a file "
+                          "already there is as it was); free some space or write elsewhere",
+                          str(path)) from err
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def _out_of_space(err: BaseException) -> bool:
+    """A write that failed because the disk (or the quota) is full: the OSError itself, or
+    torch's serializer's RuntimeError ("[enforce fail ...] file write failed")."""
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    return "file write failed" in str(err) or "No space left" in str(err)
+
+
+def _free(folder: Path) -> str:
+    try:
+        return f"{shutil.disk_usage(folder).free / 2**20:.1f} MiB"
+    except OSError:
+        return "how much is unknown"
 
 
 #: the largest file cflib reads whole (a results CSV, a record, a notebook): 256 MiB

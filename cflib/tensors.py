@@ -128,11 +128,8 @@ def check_images(x, name: str = "x", assume_range: bool = False) -> None:
                          "number in [-1, 1]")
     lo, hi = x.min().item(), x.max().item()
     if lo < X_MIN - RANGE_TOL or hi > X_MAX + RANGE_TOL:
-        hint = ("x / 127.5 - 1 for images in 0..255" if hi > 1.5 and lo >= 0
-                else "x * 2 - 1 for images in [0, 1]")
-        raise ValueError(
-            f"{name} must be scaled to [-1, 1]; its values span [{lo:.3g}, {hi:.3g}] ({hint})"
-        )
+        raise ValueError(f"{name} must be scaled to [-1, 1]; its values span "
+                         f"[{_edge(lo)}, {_edge(hi)}] ({_range_hint(lo, hi)})")
     if lo >= 0.0 and hi > lo and not assume_range:
         # valid [-1, 1] data can lack dark pixels, so this is only a warning
         warnings.warn(
@@ -140,6 +137,25 @@ def check_images(x, name: str = "x", assume_range: bool = False) -> None:
             "[-1, 1] (black is -1). If it is [0, 1] data pass x * 2 - 1; if it is already in "
             "[-1, 1] pass assume_range=True to silence this warning", RangeWarning,
             stacklevel=3)
+
+
+def _edge(v: float) -> str:
+    """A range's end as it is: 3 significant digits unless they would round a value just
+    outside [-1, 1] onto its edge (1.0001 is not 1)."""
+    short = f"{v:.3g}"
+    return short if (X_MIN <= float(short) <= X_MAX) == (X_MIN <= v <= X_MAX) else f"{v:.7g}"
+
+
+def _range_hint(lo: float, hi: float) -> str:
+    """The likely fix for a batch outside [-1, 1], read from where its values lie."""
+    if lo >= 0 and hi > 1.5:
+        return "x / 127.5 - 1 for images in 0..255"
+    if lo >= -1 - 0.01 and hi <= 1 + 0.01:
+        return ("it overshoots [-1, 1] slightly, as a step or a rounding can: "
+                "x.clamp(-1, 1)")
+    if lo >= 0:
+        return "x * 2 - 1 for images in [0, 1]"
+    return "rescale it to [-1, 1]: (x - x.min()) / (x.max() - x.min()) * 2 - 1"
 
 
 def _show(t: torch.Tensor) -> str:

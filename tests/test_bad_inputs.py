@@ -47,6 +47,11 @@ def adv(clf):
     (lambda q: q[0], r"shape \(N, C, H, W\)"),
     (lambda q: q[:0], "empty batch"),
     (lambda q: q * 3, r"scaled to \[-1, 1\]"),
+    # a batch just past the range: its end printed as it is (1.0001 is not "1"), and the
+    # advice is a clamp, not the rescaling of [0, 1] data
+    (lambda q: q.clamp(-1, 1).index_put_((torch.tensor([0]),), torch.tensor(1.0001)),
+     r"values span \[-1, 1\.0001\] \(it overshoots \[-1, 1\] slightly.*x\.clamp\(-1, 1\)\)"),
+    (lambda q: q.clamp(-1, 1) - 0.0002, r"values span \[-1\.000\d+, .*x\.clamp"),
     (lambda q: q.repeat(1, 3, 1, 1), "cannot take images of shape"),
     (lambda q: q.tolist(), "torch.Tensor"),
 ])
@@ -584,8 +589,14 @@ def test_the_range_check_refuses_only_what_is_certain():
     with pytest.raises(ValueError, match=r"span \[0, 255\] \(x / 127\.5 - 1 for images in "
                                          r"0\.\.255\)"):
         check_images(torch.tensor([0.0, 255.0]).repeat(8).view(1, 1, 4, 4))
-    with pytest.raises(ValueError, match=r"span \[-1, 1\.01\] \(x \* 2 - 1"):
+    # data reaching -1 is not [0, 1] data: a slight overshoot is told to clamp, not to
+    # rescale (the advice was "x * 2 - 1"); [0, 1.5] data is told to rescale
+    with pytest.raises(ValueError, match=r"span \[-1, 1\.01\] \(it overshoots .*clamp"):
         check_images(torch.tensor([-1.0, 1.01]).repeat(8).view(1, 1, 4, 4))
+    with pytest.raises(ValueError, match=r"span \[0, 1\.2\] \(x \* 2 - 1 for images in \[0, 1\]"):
+        check_images(torch.tensor([0.0, 1.2]).repeat(8).view(1, 1, 4, 4))
+    with pytest.raises(ValueError, match=r"span \[-3, 3\] \(rescale it to \[-1, 1\]"):
+        check_images(torch.tensor([-3.0, 3.0]).repeat(8).view(1, 1, 4, 4))
 
 
 class _NaNWhereMarked(nn.Module):

@@ -93,3 +93,11 @@ def test_a_result_of_another_shape_or_type_is_an_error(out, shape):
     with pytest.raises(RuntimeError, match=rf"Stub method returned counterfactuals of shape "
                                            rf"{shape} for a batch of shape \(3, 1, 2, 2\)"):
         _stub(out).explain(QUERY, 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.int64, torch.bool])
+def test_a_result_that_is_not_real_floating_point_is_an_error_naming_the_method(dtype):
+    ex = _stub(torch.zeros(3, 1, 2, 2, dtype=dtype))
+    with pytest.raises(RuntimeError, match=rf"Stub method returned counterfactuals of dtype "
+                                           rf"{dtype}; images are real floating-point"):
+        ex.explain(QUERY, 1)

@@ -17,7 +17,10 @@ later change of a definition that run ran makes it stale (:mod:`cflib.book.runs.
    :mod:`difflib` of the two versions of its module) ran in the twin of their version
    (the old ones in the old twin, the new in the new), and a changed signature or
    decorator counts only when the function's body ran.  A change whose lines run only at
-   ``standard`` is refused with that reason: it needs a re-execution.
+   ``standard`` is refused with that reason: it needs a re-execution.  Error paths that
+   no run reaches (a refusal's message, a full disk) are run by the twins'
+   :data:`GUARD_PROBES` after the compute; each probe must raise in both twins (a change
+   on a path that raises cannot move the numbers of a run that completed).
 
 Then it writes ``book/certificates/<chapter>.json``: both commits, the old and new
 digest of every changed definition, the definitions the new code runs that the recorded
@@ -104,9 +107,54 @@ def worktree(commit: str) -> Path:
     return path
 
 
+#: Error paths that no chapter run reaches, run by each twin after the chapter's compute
+#: (under the same coverage): the image-range refusal (its message and advice), a method
+#: that returns complex or integer counterfactuals, and a write to a full disk (torch's
+#: own error, the OSError, and another failure passed through).  Each must raise, in both
+#: twins: a change on a path that raises cannot move the numbers of a run that completed.
+#: Their outcomes (raised or returned) are compared and written into the certificate.
+GUARD_PROBES = """
+import errno as _e, tempfile as _t, torch as _torch
+from pathlib import Path as _P
+from cflib.tensors import check_images as _ci
+from cflib.io import atomic_write as _aw
+from cflib.explainers.base import Explainer as _Ex
+_cflib_probes = {}
+def _cflib_probe(name, fn):
+    try:
+        fn()
+        _cflib_probes[name] = "returned"
+    except Exception:
+        _cflib_probes[name] = "raised"
+_ones = _torch.ones(1, 1, 2, 2)
+for _lo, _hi in ((-1.0, 1.0001), (-1.0002, 1.0), (0.0, 255.0), (0.0, 1.2), (-3.0, 3.0)):
+    _cflib_probe(f"check_images [{_lo}, {_hi}]",
+                 lambda: _ci(_torch.cat([_ones * _lo, _ones * _hi])))
+class _Returns(_Ex):
+    name = "probe"
+    def _generate(self, x, target, query, generator):
+        return self.out
+for _dt in (_torch.complex64, _torch.int64):
+    _m = _Returns(_torch.nn.Sequential(_torch.nn.Flatten(), _torch.nn.Linear(4, 3)))
+    _m.out = _torch.zeros(2, 1, 2, 2, dtype=_dt)
+    _cflib_probe(f"explain returns {_dt}", lambda: _m.explain(_torch.zeros(2, 1, 2, 2), 1))
+def _torch_full(p):
+    raise RuntimeError("[enforce fail] PytorchStreamWriter failed writing file data/0: "
+                       "file write failed")
+def _os_full(p):
+    raise OSError(_e.ENOSPC, "No space left on device")
+def _other(p):
+    raise RuntimeError("another failure")
+_d = _P(_t.mkdtemp())
+for _w in (_torch_full, _os_full, _other):
+    _cflib_probe(f"atomic_write {_w.__name__}", lambda: _aw(_d / "f.bin", _w))
+"""
+
+
 def twin_notebook(chapter: Chapter, tree: Path, coverage_out: Path):
-    """The chapter's parameters, setup and compute cells as ``tree`` has them, under
-    coverage.py from the first cell (so that the imports are traced too)."""
+    """The chapter's parameters, setup and compute cells as ``tree`` has them, then the
+    :data:`GUARD_PROBES`, under coverage.py from the first cell (so that the imports are
+    traced too); the probes' outcomes go to ``probes.json`` beside the coverage."""
     import jupytext
     import nbformat
 
@@ -118,13 +166,17 @@ def twin_notebook(chapter: Chapter, tree: Path, coverage_out: Path):
         "import coverage as _cv\n"
         f"_cflib_cov = _cv.Coverage(data_file=None, source=[{str(tree / 'cflib')!r}], "
         "config_file=False)\n_cflib_cov.start()")
+    probes = nbformat.v4.new_code_cell(
+        GUARD_PROBES + "import json as _j\n"
+        f"open({str(coverage_out.with_name('probes.json'))!r}, 'w').write("
+        "_j.dumps(_cflib_probes, sort_keys=True))")
     stop = nbformat.v4.new_code_cell(
         "_cflib_cov.stop()\nimport json as _j, cflib as _c\n"
         f"assert _c.__file__.startswith({str(tree)!r}), _c.__file__\n"
         "_d = _cflib_cov.get_data()\n"
         f"open({str(coverage_out)!r}, 'w').write(_j.dumps("
         "{f: sorted(_d.lines(f) or []) for f in _d.measured_files()}))")
-    nb.cells = [start, *cells, stop]
+    nb.cells = [start, *cells, probes, stop]
     for i, c in enumerate(nb.cells):
         c["id"] = f"twin-{i}"
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
@@ -511,6 +563,10 @@ def _judge(ch, meta, base, changed, old: Twin, new: Twin, params) -> dict:
                         for n in differ[:3])
         raise Refused(f"the change moves {ch.name}'s numbers at smoke ({why}): it needs a "
                       f"re-execution (make chapter NB={ch.name})")
+    probes = [json.loads((t.work / "probes.json").read_text()) for t in (old, new)]
+    if probes[0] != probes[1] or set(probes[1].values()) != {"raised"}:
+        raise Refused(f"the guard probes (certify.GUARD_PROBES) must raise in both twins: "
+                      f"old {probes[0]}, new {probes[1]}")
     unrun = _unrun(changed, base, old.coverage, new.coverage)
     if unrun:
         listed = "; ".join(f"{k} ({', '.join(v[:3])})" for k, v in list(unrun.items())[:5])
@@ -523,7 +579,7 @@ def _judge(ch, meta, base, changed, old: Twin, new: Twin, params) -> dict:
             "date": time.strftime("%Y-%m-%d"), "profile": "smoke", "params": params,
             "definitions": {k: list(v) for k, v in sorted(changed.items())},
             "added": added_definitions(recorded, new.coverage),
-            "outputs": b, "twin_seconds": {"old": round(old.seconds), "new": round(new.seconds)}}
+            "outputs": b, "guard_probes": probes[1], "twin_seconds": {"old": round(old.seconds), "new": round(new.seconds)}}
 
 
 def check_certificates(folder: Path = CHAPTER_DIR) -> list[str]:
