@@ -340,3 +340,39 @@ def test_what_the_discussion_runs_is_recorded_as_presentation():
         outer = trace.record(trace.stop())
     assert "cflib/book/report/discussion.py::f" in inner
     assert "cflib/book/report/discussion.py::f" in outer          # counts for the run too
+
+
+def test_the_chapter_twins_guard_probes_raise_and_reach_the_error_paths():
+    """certify.GUARD_PROBES, run as a twin runs them (under coverage): every probe raises,
+    and the error lines no chapter run reaches (the range refusal's message, a
+    non-floating-point result, a full disk) are covered, so a change to them can be
+    vouched for by twins; a probe that returned would refuse the certificate."""
+    import coverage
+
+    from cflib.bench.data import PROJECT_ROOT
+    from cflib.book.runs.certify import GUARD_PROBES
+
+    cov = coverage.Coverage(data_file=None, source=[str(PROJECT_ROOT / "cflib")],
+                            config_file=False)
+    scope: dict = {}
+    cov.start()
+    try:
+        exec(GUARD_PROBES, scope)
+    finally:
+        cov.stop()
+    probes = scope["_cflib_probes"]
+    assert len(probes) == 10 and set(probes.values()) == {"raised"}, probes
+    data = cov.get_data()
+    for module, needle in (("cflib/tensors.py", "its values span"),
+                           ("cflib/tensors.py", "rescale it to [-1, 1]"),
+                           ("cflib/explainers/base.py", "returned counterfactuals of dtype"),
+                           ("cflib/io.py", "No space left on device to write"),
+                           ("cflib/io.py", '"file write failed" in str(err)')):
+        path = PROJECT_ROOT / module
+        ran = set(data.lines(str(path)) or [])
+        src = path.read_text().splitlines()
+        line = next(i for i, t in enumerate(src, 1) if needle in t)
+        # a statement's first line is what coverage records; walk back to it
+        while line not in ran and line > 1 and not src[line - 1].lstrip().startswith(("def ", "if ")):
+            line -= 1
+        assert line in ran, (module, needle)
