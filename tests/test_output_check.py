@@ -95,9 +95,15 @@ def test_a_result_of_another_shape_or_type_is_an_error(out, shape):
         _stub(out).explain(QUERY, 1)
 
 
-@pytest.mark.parametrize("dtype", [torch.complex64, torch.int64, torch.bool])
-def test_a_result_that_is_not_real_floating_point_is_an_error_naming_the_method(dtype):
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_a_complex_result_is_an_error_naming_the_method(dtype):
     ex = _stub(torch.zeros(3, 1, 2, 2, dtype=dtype))
     with pytest.raises(RuntimeError, match=rf"Stub method returned counterfactuals of dtype "
-                                           rf"{dtype}; images are real floating-point"):
+                                           rf"{dtype}; images are real tensors"):
         ex.explain(QUERY, 1)
+
+
+def test_an_integer_result_is_used_as_the_images_it_is():
+    """-1, 0 and 1 are images: an integer result comes back in the classifier's dtype."""
+    cf = _stub(torch.ones(3, 1, 2, 2, dtype=torch.int64)).explain(QUERY, 1)
+    assert cf.x_cf.dtype == torch.float32 and torch.equal(cf.x_cf, torch.ones(3, 1, 2, 2))

@@ -687,9 +687,9 @@ class Explainer:
             shape = tuple(x_cf.shape) if torch.is_tensor(x_cf) else type(x_cf).__name__
             raise RuntimeError(f"{self.name} returned counterfactuals of shape {shape} for a "
                                f"batch of shape {tuple(x.shape)}")
-        if not x_cf.is_floating_point():
+        if x_cf.is_complex():
             raise RuntimeError(f"{self.name} returned counterfactuals of dtype {x_cf.dtype}; "
-                               "images are real floating-point tensors in [-1, 1]")
+                               "images are real tensors in [-1, 1]")
         bad = ~torch.isfinite(x_cf.detach()).flatten(1).all(1)
         if bad.any():
             rows = bad.nonzero().flatten().tolist()
