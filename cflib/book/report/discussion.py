@@ -37,6 +37,7 @@ from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
 from cflib.bench.tables.registry import SPECS, spec_of_chapter, specs_of
 from cflib.book.chapters import DISCUSSION, get_chapter
+from cflib.book.report.claims import Claim, Top, at_least_as_good, strictly_better
 from cflib.book.report.display import fmt
 from cflib.book.spread import mean_of_seeds, read_sweep, seed_means
 from cflib.metrics.spec import get_spec
@@ -108,6 +109,8 @@ class Readings:
         #: every cell's mean over the training seeds (this run's results with one seed):
         #: what an ordering, a rank or a check of the page reads, as its tables do
         self.means = mean_of_seeds(self.per_seed) if len(self.per_seed) > 1 else results
+        #: every claim a rendering made (:mod:`cflib.book.report.claims`), in order
+        self.claims: list[Claim] = []
 
     # -- one table ------------------------------------------------------------------------
     @staticmethod
@@ -182,6 +185,21 @@ class Readings:
         return self.in_seeds(lambda val: spec.better(val(a, metric, pair, variant_a, model),
                                                      val(b, metric, pair, variant_b, model)))
 
+    def claim(self, a: str, b: str, metric: str, pair=None, variant_a: str = "",
+              variant_b: str = "", model: str = "", strict: bool = True,
+              metric_b: str = "") -> Claim:
+        """``a`` better than ``b`` on ``metric`` (its own direction; ``strict=False``: at
+        least as good; ``metric_b``: ``b``'s value read from that metric, on the same
+        scale), seed by seed, kept in :attr:`claims`."""
+        spec = get_spec(metric)
+        va = tuple(self.values(a, metric, pair, variant_a, model))
+        vb = tuple(self.values(b, metric_b or metric, pair, variant_b, model))
+        rel = strictly_better if strict else at_least_as_good
+        c = Claim(a, b, metric, va, vb, tuple(rel(spec, x, y) for x, y in zip(va, vb)),
+                  pair, model, variant_a, variant_b, strict, metric_b)
+        self.claims.append(c)
+        return c
+
     def seeds_of(self, method: str, metric: str, model: str = "") -> str:
         """Over which training seeds ``m(method, metric)`` is a mean: ``""`` when over every
         seed of the page, else ``" (training seed 0 alone: the sweep's other seeds predate
@@ -251,11 +269,25 @@ class Readings:
         return sorted((r for r, x in vals.items() if math.isfinite(x)),
                       key=lambda r: spec.key(vals[r]))
 
+    def top(self, metric: str, rows, k: int = 3, model: str = "") -> Top:
+        """The ``k`` best of ``rows`` on ``metric`` by the means over the training seeds,
+        with the seeds in which they are the best ``k`` (claims against every row left
+        out, kept in :attr:`claims`)."""
+        best = self.order(metric, rows, model)[:k]
+        rest = [r for r in rows if r not in best]
+        return Top(tuple(best), tuple(self.claim(a, b, metric, model=model, strict=False)
+                                      for a in best for b in rest))
+
     def leads(self, method: str, metrics, rows, model: str = "") -> list[str]:
-        """The ``metrics`` on which ``method``'s mean over the training seeds is at least
-        as good as every other row of ``rows``."""
-        return [mt for mt in metrics if (o := self.order(mt, [method, *rows], model))
-                and get_spec(mt).better(self.m(method, mt, model=model), self.m(o[0], mt, model=model))]
+        """The ``metrics`` on which ``method`` is at least as good as every other row of
+        ``rows`` in every training seed (each comparison a claim of the ledger)."""
+        out = []
+        for mt in metrics:
+            held = [self.claim(method, r, mt, model=model, strict=False) for r in rows
+                    if r != method]
+            if held and all(c.everywhere for c in held):
+                out.append(mt)
+        return out
 
     # -- what a table's discussion also reads ----------------------------------------------
     def main_means(self, df: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -472,7 +504,7 @@ def render(template: str, readings: Readings, **context) -> str:
               "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
               "evidence", "candidates", "budget_rule", "generator_reading",
               "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
-              "like_explained", "claim_checks", "order", "leads")}
+              "like_explained", "claim_checks", "order", "leads", "claim", "top")}
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
     context = {**_constants(readings, profile), **context}
     return environment().from_string(template).render(

@@ -1,0 +1,125 @@
+"""Claims: a discussion's comparative sentences as checked objects.
+
+A sentence such as "`Latent search` finds closer counterfactuals than C3LT" is a claim:
+a predicate evaluated in each training seed on that seed's values, never on a mean alone.
+:meth:`cflib.book.report.discussion.Readings.claim` makes one and keeps it in the
+readings' ledger (``readings.claims``); the template words the sentence by how many
+seeds it holds in::
+
+    {% set c = claim("Latent search", "C3LT", "Proximity") %}
+    ... {{ c.say("closer", "no closer") }} counterfactuals than C3LT's ...
+
+renders "closer (in 3 of 3 training seeds)", "closer in 2 of 3 training seeds only" or
+"no closer (in 3 of 3 training seeds)" (and "closer in 1 of 3 training seeds only" where
+it holds in fewer than every seed but not in none).  A claim is strict: ``a`` better than
+``b`` in the metric's own direction (lower proximity, higher validity), a tie is not a
+lead.  ``tests/test_claims.py`` renders every page and checks each claim in the ledger
+against the results files, reading them on its own.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["Claim", "Top", "seeds_phrase", "strictly_better", "at_least_as_good"]
+
+
+def seeds_phrase(k: int, n: int) -> str:
+    """``"in k of n training seeds"`` (``"in the one training seed"`` with one)."""
+    if n == 1:
+        return "in the one training seed" if k else "not in the one training seed"
+    return f"in {k} of {n} training seeds"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """``a`` strictly better than ``b`` on ``metric``, seed by seed (``strict=False``: at
+    least as good, a tie holding).
+
+    ``a_values``/``b_values`` are each training seed's values (seed order); a seed where
+    either is missing (NaN) holds nothing.  ``holds[i]`` is the predicate in seed ``i``."""
+
+    a: str
+    b: str
+    metric: str
+    a_values: tuple[float, ...]
+    b_values: tuple[float, ...]
+    holds: tuple[bool, ...]
+    pair: str | None = None
+    model: str = ""
+    variant_a: str = ""
+    variant_b: str = ""
+    strict: bool = True
+    #: ``b``'s metric where it is another one on the same scale (C3LT's proximity to its
+    #: reconstruction against the reconstruction's own proximity)
+    metric_b: str = ""
+
+    @property
+    def k(self) -> int:
+        return sum(self.holds)
+
+    @property
+    def n(self) -> int:
+        return len(self.holds)
+
+    @property
+    def everywhere(self) -> bool:
+        """Holds in every training seed: the only case a sentence states it plainly."""
+        return self.n > 0 and self.k == self.n
+
+    @property
+    def nowhere(self) -> bool:
+        """Holds in no training seed: the sentence states its negation."""
+        return self.k == 0
+
+    @property
+    def seeds(self) -> str:
+        return seeds_phrase(self.k, self.n)
+
+    def say(self, yes: str, no: str) -> str:
+        """The claim in words: ``yes`` where it holds in every seed, ``no`` where it holds
+        in none (each with the count), else ``yes`` qualified by the seeds it holds in."""
+        if self.everywhere:
+            return f"{yes} ({self.seeds})"
+        if self.nowhere:
+            return f"{no} ({seeds_phrase(self.n, self.n)})"
+        return f"{yes} {self.seeds} only"
+
+    def __bool__(self) -> bool:          # `{% if c %}`: only a claim held in every seed
+        return self.everywhere
+
+
+def strictly_better(spec, a: float, b: float) -> bool:
+    """``a`` better than ``b`` in ``spec``'s direction, a tie not counted; NaN never."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return spec.key(a) < spec.key(b)
+
+
+def at_least_as_good(spec, a: float, b: float) -> bool:
+    """``a`` at least as good as ``b`` in ``spec``'s direction (a tie holds); NaN never."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return spec.key(a) <= spec.key(b)
+
+
+@dataclass(frozen=True)
+class Top:
+    """``rows`` (best first, by the means over the seeds) are the best ``len(rows)`` of
+    their set: in each seed, each of them at least as good as every row left out (the
+    pairwise claims).  ``k`` counts the seeds where every one of those claims holds."""
+
+    rows: tuple[str, ...]
+    claims: tuple[Claim, ...]
+
+    @property
+    def n(self) -> int:
+        return max((c.n for c in self.claims), default=0)
+
+    @property
+    def k(self) -> int:
+        return sum(all(c.holds[i] for c in self.claims) for i in range(self.n))
+
+    @property
+    def seeds(self) -> str:
+        return seeds_phrase(self.k, self.n)

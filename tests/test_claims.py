@@ -1,0 +1,129 @@
+"""Claims (cflib.book.report.claims): a comparative sentence is a predicate evaluated in
+each training seed and worded by the seeds it holds in; tested on values built so that
+the means say one thing and the seeds another, and on every page's ledger against the
+committed results files, read here on their own (csv module, no cflib reader)."""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cflib.book.report.claims import Claim, at_least_as_good, seeds_phrase, strictly_better
+from cflib.book.report.discussion import Readings, discussions, readings_for, render, template_path
+from cflib.metrics.spec import get_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _claim(holds, a=(0.1, 0.1, 0.1), b=(0.2, 0.2, 0.2)):
+    return Claim("A", "B", "Proximity", tuple(a), tuple(b), tuple(holds))
+
+
+def test_a_claim_is_worded_by_the_seeds_it_holds_in():
+    assert _claim([True] * 3).say("closer", "no closer") == "closer (in 3 of 3 training seeds)"
+    assert _claim([True, True, False]).say("closer", "no closer") == \
+        "closer in 2 of 3 training seeds only"
+    assert _claim([False] * 3).say("closer", "no closer") == "no closer (in 3 of 3 training seeds)"
+    assert bool(_claim([True, True, False])) is False        # `{% if c %}`: every seed only
+    assert bool(_claim([True] * 3)) is True
+    assert _claim([True]).seeds == "in the one training seed"
+    assert seeds_phrase(0, 1) == "not in the one training seed"
+
+
+def test_the_relations_never_hold_on_a_tie_or_a_missing_value_in_their_sense():
+    prox, val = get_spec("Proximity"), get_spec("Validity")     # lower / higher is better
+    assert strictly_better(prox, 0.1, 0.2) and not strictly_better(prox, 0.2, 0.1)
+    assert strictly_better(val, 0.9, 0.8) and not strictly_better(val, 0.8, 0.9)
+    assert not strictly_better(prox, 0.1, 0.1)                  # a tie is no lead
+    assert at_least_as_good(prox, 0.1, 0.1)
+    assert not strictly_better(prox, math.nan, 0.2) and not at_least_as_good(prox, 0.1, math.nan)
+
+
+def _frame(seed, a, b):
+    rows = []
+    for method, value in (("A", a), ("B", b)):
+        rows.append({"dataset": "mnist", "method": method, "model": "", "variant": "",
+                     "pair": "", "aggregate": "mean over pairs", "metric": "Proximity",
+                     "value": value, "train_seed": seed, "data_seed": 0,
+                     "profile": "smoke"})
+    return pd.DataFrame(rows)
+
+
+def test_a_claim_reads_the_seeds_where_the_means_would_mislead():
+    """A is closer on the mean over seeds (0.1 + 0.1 + 0.5 < 3 x 0.3) but in 2 of the 3
+    seeds only: the claim says so, and its values are each seed's."""
+    per_seed = {0: _frame(0, 0.1, 0.3), 1: _frame(1, 0.1, 0.3), 2: _frame(2, 0.5, 0.3)}
+    r = Readings(per_seed[0], "c3lt", "mnist", per_seed)
+    assert r.m("A", "Proximity") < r.m("B", "Proximity")        # what the means say
+    c = r.claim("A", "B", "Proximity")
+    assert (c.k, c.n) == (2, 3) and not c
+    assert c.a_values == (0.1, 0.1, 0.5) and c.b_values == (0.3, 0.3, 0.3)
+    assert r.claims == [c]
+    # a lead needs every seed: A leads nowhere, though first on the means
+    assert r.leads("A", ["Proximity"], ["B"]) == []
+    assert r.order("Proximity", ["A", "B"])[0] == "A"
+
+
+# -- every page's claims against the committed results files --------------------------
+def _csv_value(path: Path, method, metric, pair, variant, model) -> float:
+    """One seed's value as a reader of the CSV would take it: the row of the mean over
+    pairs (else the one unaggregated row) or the pair's own row; repeats averaged."""
+    rows = [r for r in csv.DictReader(path.open())
+            if r["method"] == method and r["metric"] == metric and r["variant"] == variant
+            and r["model"] == model]
+    if pair is None:
+        picked = [r for r in rows if r["aggregate"] == "mean over pairs"] or \
+            [r for r in rows if r["aggregate"] == ""]
+    else:
+        picked = [r for r in rows if r["pair"] == pair and r["aggregate"] == ""]
+    if picked and "repeat" in picked[0] and any(float(r["repeat"] or -1) >= 0 for r in picked):
+        picked = [r for r in picked if float(r["repeat"] or -1) >= 0]
+    vals = [float(r["value"]) for r in picked if r["value"] not in ("", "nan")]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def _seed_files(chapter: str, name: str) -> list[Path]:
+    own = ROOT / "results" / f"{name}.csv"
+    sweep = ROOT / "results" / "sweep" / name / "standard"
+    return [own, *sorted(sweep.glob(f"seed*/{name}.csv"))] if sweep.exists() else [own]
+
+
+@pytest.mark.parametrize("chapter", sorted(discussions()))
+def test_every_claim_of_a_rendered_page_holds_in_the_seeds_it_says(chapter):
+    _, _, name, _ = discussions()[chapter]
+    readings = readings_for(chapter, ROOT / "results")
+    text = render(template_path(chapter).read_text(), readings)
+    files = _seed_files(chapter, name)
+    if readings.n_seeds > 1:
+        assert len(files) == readings.n_seeds, files
+    for c in readings.claims:
+        spec = get_spec(c.metric)
+        for i, path in enumerate(files[:c.n]):
+            a = _csv_value(path, c.a, c.metric, c.pair, c.variant_a, c.model)
+            b = _csv_value(path, c.b, c.metric_b or c.metric, c.pair, c.variant_b, c.model)
+            assert a == pytest.approx(c.a_values[i], nan_ok=True, rel=1e-9), (c, path)
+            assert b == pytest.approx(c.b_values[i], nan_ok=True, rel=1e-9), (c, path)
+            held = (spec.key(a) < spec.key(b)) if c.strict else (spec.key(a) <= spec.key(b))
+            assert c.holds[i] == (held and math.isfinite(a) and math.isfinite(b)), (c, path)
+    if chapter in ("mnist_eval", "fashion_mnist_test"):
+        assert len(readings.claims) >= 10
+        assert all(math.isfinite(x) for c in readings.claims for x in c.a_values + c.b_values)
+        # a plain sentence carries its count: no claim is said without "k of n"
+        assert "closer counterfactuals than C3LT's one mapping finds (in " in text or \
+            "counterfactuals than C3LT's one mapping finds in " in text
+
+
+def test_the_best_rows_say_in_how_many_seeds_they_are_the_best():
+    """C is third on the means but fourth in seed 2: the top three hold in 2 of 3 seeds."""
+    def frame(seed, vals):
+        return pd.concat([_frame(seed, *vals[:2]).assign(method=["A", "B"]),
+                          _frame(seed, *vals[2:]).assign(method=["C", "D"])])
+    per_seed = {0: frame(0, (0.1, 0.2, 0.3, 0.4)), 1: frame(1, (0.1, 0.2, 0.3, 0.4)),
+                2: frame(2, (0.1, 0.2, 0.35, 0.32))}
+    r = Readings(per_seed[0], "c3lt", "mnist", per_seed)
+    t = r.top("Proximity", ["D", "C", "B", "A"], 3)
+    assert t.rows == ("A", "B", "C") and (t.k, t.n) == (2, 3)
+    assert t.seeds == "in 2 of 3 training seeds" and len(r.claims) == 3
