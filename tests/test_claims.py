@@ -68,12 +68,13 @@ def test_a_claim_reads_the_seeds_where_the_means_would_mislead():
 
 
 # -- every page's claims against the committed results files --------------------------
-def _csv_value(path: Path, method, metric, pair, variant, model) -> float:
+def _csv_value(path: Path, method, metric, pair, variant, model, repeat=None) -> float:
     """One seed's value as a reader of the CSV would take it: the row of the mean over
-    pairs (else the one unaggregated row) or the pair's own row; repeats averaged."""
+    pairs (else the one unaggregated row) or the pair's own row; repeats averaged (or
+    the one ``repeat``)."""
     rows = [r for r in csv.DictReader(path.open())
             if r["method"] == method and r["metric"] == metric and r["variant"] == variant
-            and r["model"] == model]
+            and r["model"] == model and (repeat is None or r.get("repeat") == str(repeat))]
     if pair is None:
         picked = [r for r in rows if r["aggregate"] == "mean over pairs"] or \
             [r for r in rows if r["aggregate"] == ""]
@@ -101,13 +102,20 @@ def test_every_claim_of_a_rendered_page_holds_in_the_seeds_it_says(chapter):
         assert len(files) == readings.n_seeds, files
     for c in readings.claims:
         spec = get_spec(c.metric)
-        for i, path in enumerate(files[:c.n]):
-            a = _csv_value(path, c.a, c.metric, c.pair, c.variant_a, c.model)
-            b = _csv_value(path, c.b, c.metric_b or c.metric, c.pair, c.variant_b, c.model)
+        for i in range(c.n):
+            if c.unit == "repeats":         # one seed's repeats: the rows of repeat i
+                path, rep = files[0], i
+            else:
+                path, rep = files[i], None
+            a = _csv_value(path, c.a, c.metric, c.pair, c.variant_a, c.model, rep)
+            b = _csv_value(path, c.b, c.metric_b or c.metric, c.pair, c.variant_b, c.model, rep)
             assert a == pytest.approx(c.a_values[i], nan_ok=True, rel=1e-9), (c, path)
             assert b == pytest.approx(c.b_values[i], nan_ok=True, rel=1e-9), (c, path)
             held = (spec.key(a) < spec.key(b)) if c.strict else (spec.key(a) <= spec.key(b))
             assert c.holds[i] == (held and math.isfinite(a) and math.isfinite(b)), (c, path)
+    if chapter == "mnist_bayesian":
+        assert any(c.unit == "repeats" for c in readings.claims)
+        assert all(math.isfinite(x) for c in readings.claims for x in c.a_values + c.b_values)
     if chapter in ("mnist_eval", "fashion_mnist_test"):
         assert len(readings.claims) >= 10
         assert all(math.isfinite(x) for c in readings.claims for x in c.a_values + c.b_values)

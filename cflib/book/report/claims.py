@@ -24,11 +24,13 @@ from dataclasses import dataclass
 __all__ = ["Claim", "Top", "seeds_phrase", "strictly_better", "at_least_as_good"]
 
 
-def seeds_phrase(k: int, n: int) -> str:
-    """``"in k of n training seeds"`` (``"in the one training seed"`` with one)."""
+def seeds_phrase(k: int, n: int, unit: str = "training seeds") -> str:
+    """``"in k of n training seeds"`` (``"in the one training seed"`` with one); ``unit``
+    ``"repeats"`` for the repeats of one training seed (the Bayesian table)."""
     if n == 1:
-        return "in the one training seed" if k else "not in the one training seed"
-    return f"in {k} of {n} training seeds"
+        one = unit[:-1]
+        return f"in the one {one}" if k else f"not in the one {one}"
+    return f"in {k} of {n} {unit}"
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class Claim:
     #: ``b``'s metric where it is another one on the same scale (C3LT's proximity to its
     #: reconstruction against the reconstruction's own proximity)
     metric_b: str = ""
+    #: what the values are one per: "training seeds", or "repeats" of one seed
+    unit: str = "training seeds"
 
     @property
     def k(self) -> int:
@@ -74,7 +78,7 @@ class Claim:
 
     @property
     def seeds(self) -> str:
-        return seeds_phrase(self.k, self.n)
+        return seeds_phrase(self.k, self.n, self.unit)
 
     def say(self, yes: str, no: str) -> str:
         """The claim in words: ``yes`` where it holds in every seed, ``no`` where it holds
@@ -82,7 +86,7 @@ class Claim:
         if self.everywhere:
             return f"{yes} ({self.seeds})"
         if self.nowhere:
-            return f"{no} ({seeds_phrase(self.n, self.n)})"
+            return f"{no} ({seeds_phrase(self.n, self.n, self.unit)})"
         return f"{yes} {self.seeds} only"
 
     def __bool__(self) -> bool:          # `{% if c %}`: only a claim held in every seed
@@ -122,4 +126,5 @@ class Top:
 
     @property
     def seeds(self) -> str:
-        return seeds_phrase(self.k, self.n)
+        unit = self.claims[0].unit if self.claims else "training seeds"
+        return seeds_phrase(self.k, self.n, unit)

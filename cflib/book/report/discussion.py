@@ -21,6 +21,12 @@ Functions of the context (:class:`Readings`):
   ``values(method, metric, ...)`` reading each seed; ``in_seeds(test)`` the phrase
   ``"in k of n seeds"``; ``better(a, b, metric)`` the phrase for a comparison in the
   metric's own direction;
+* ``claim(a, b, metric, ...)``: ``a`` better than ``b``, seed by seed (or repeat by
+  repeat), a :class:`~cflib.book.report.claims.Claim` worded by ``.say(yes, no)`` with
+  the seeds it holds in; ``top(metric, rows, k)`` the best ``k`` rows with the seeds they
+  are the best in; ``leads(...)`` the metrics led in every seed.  Every comparative
+  sentence reads one: each is kept in ``readings.claims`` and re-checked against the
+  results files by ``tests/test_claims.py``;
 * filters ``f`` (3 significant digits), ``d`` (a signed difference, 3 decimals),
   ``pct`` (a percentage), ``n0`` (an integer).
 """
@@ -181,22 +187,26 @@ class Readings:
                   variant_b: str = "", model: str = "") -> str:
         """``"in k of n training seeds"``: where ``a`` is at least as good as ``b`` on
         ``metric``, in the metric's own direction."""
-        spec = get_spec(metric)
-        return self.in_seeds(lambda val: spec.better(val(a, metric, pair, variant_a, model),
-                                                     val(b, metric, pair, variant_b, model)))
+        return self.claim(a, b, metric, pair, variant_a, variant_b, model, strict=False).seeds
 
     def claim(self, a: str, b: str, metric: str, pair=None, variant_a: str = "",
               variant_b: str = "", model: str = "", strict: bool = True,
-              metric_b: str = "") -> Claim:
+              metric_b: str = "", over: str = "training seeds") -> Claim:
         """``a`` better than ``b`` on ``metric`` (its own direction; ``strict=False``: at
         least as good; ``metric_b``: ``b``'s value read from that metric, on the same
-        scale), seed by seed, kept in :attr:`claims`."""
+        scale), seed by seed (``over="repeats"``: repeat by repeat of this run), kept in
+        :attr:`claims`."""
         spec = get_spec(metric)
-        va = tuple(self.values(a, metric, pair, variant_a, model))
-        vb = tuple(self.values(b, metric_b or metric, pair, variant_b, model))
+        if over == "repeats":
+            va, vb = (tuple(self.rv(row, mt, rep, model, var) for rep in self.repeats())
+                      for row, mt, var in ((a, metric, variant_a),
+                                           (b, metric_b or metric, variant_b)))
+        else:
+            va = tuple(self.values(a, metric, pair, variant_a, model))
+            vb = tuple(self.values(b, metric_b or metric, pair, variant_b, model))
         rel = strictly_better if strict else at_least_as_good
         c = Claim(a, b, metric, va, vb, tuple(rel(spec, x, y) for x, y in zip(va, vb)),
-                  pair, model, variant_a, variant_b, strict, metric_b)
+                  pair, model, variant_a, variant_b, strict, metric_b, over)
         self.claims.append(c)
         return c
 
@@ -269,13 +279,16 @@ class Readings:
         return sorted((r for r, x in vals.items() if math.isfinite(x)),
                       key=lambda r: spec.key(vals[r]))
 
-    def top(self, metric: str, rows, k: int = 3, model: str = "") -> Top:
-        """The ``k`` best of ``rows`` on ``metric`` by the means over the training seeds,
-        with the seeds in which they are the best ``k`` (claims against every row left
-        out, kept in :attr:`claims`)."""
+    def top(self, metric: str, rows, k: int = 3, model: str = "",
+            over: str = "training seeds") -> Top:
+        """The ``k`` best of ``rows`` on ``metric`` by the means over the training seeds
+        (``over="repeats"``: over this run's repeats), with the seeds (repeats) in which
+        they are the best ``k`` (claims against every row left out, kept in
+        :attr:`claims`)."""
         best = self.order(metric, rows, model)[:k]
         rest = [r for r in rows if r not in best]
-        return Top(tuple(best), tuple(self.claim(a, b, metric, model=model, strict=False)
+        return Top(tuple(best), tuple(self.claim(a, b, metric, model=model, strict=False,
+                                                 over=over)
                                       for a in best for b in rest))
 
     def leads(self, method: str, metrics, rows, model: str = "") -> list[str]:
@@ -382,11 +395,13 @@ class Readings:
 
     def better_in_repeats(self, a: str, b: str, metric: str, model: str = "") -> str:
         """``"in k of n repeats"``: where ``a`` is at least as good as ``b`` on ``metric``."""
-        spec = get_spec(metric)
-        reps = sorted(int(x) for x in set(self.results["repeat"]) if int(x) >= 0)
-        k = sum(spec.better(self.rv(a, metric, r, model), self.rv(b, metric, r, model))
-                for r in reps)
-        return f"in {k} of {len(reps)} repeats"
+        return self.claim(a, b, metric, model=model, strict=False, over="repeats").seeds
+
+    def repeats(self) -> list[int]:
+        """This run's repeats (the Bayesian chapter's), in order."""
+        if "repeat" not in self.results.columns:
+            return []
+        return sorted(int(x) for x in set(self.results["repeat"].dropna()) if int(x) >= 0)
 
     def pairs(self) -> list[str]:
         """The class pairs of a C3LT table, in the results' order."""
