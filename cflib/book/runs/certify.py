@@ -108,8 +108,9 @@ def worktree(commit: str) -> Path:
 
 
 #: Error paths that no chapter run reaches, run by each twin after the chapter's compute
-#: (under the same coverage): the image-range refusal (its message and advice), a method
-#: that returns complex counterfactuals, and a write to a full disk (torch's
+#: (under the same coverage): the image-range refusal (its message and advice) and the
+#: [0, 1]-looking batch's warning (as an error), a method that returns complex
+#: counterfactuals or another shape, and a write to a full disk (torch's
 #: own error, the OSError, and another failure passed through).  Each must raise, in both
 #: twins: a change on a path that raises cannot move the numbers of a run that completed.
 #: Their outcomes (raised or returned) are compared and written into the certificate.
@@ -130,14 +131,20 @@ _ones = _torch.ones(1, 1, 2, 2)
 for _lo, _hi in ((-1.0, 1.0001), (-1.0002, 1.0), (0.0, 255.0), (0.0, 1.2), (-3.0, 3.0)):
     _cflib_probe(f"check_images [{_lo}, {_hi}]",
                  lambda: _ci(_torch.cat([_ones * _lo, _ones * _hi])))
+import warnings as _wn
+with _wn.catch_warnings():
+    _wn.simplefilter("error")                   # the [0, 1]-looking batch's warning raises
+    _cflib_probe("check_images [0.0, 0.9]", lambda: _ci(_torch.cat([_ones * 0.0, _ones * 0.9])))
 class _Returns(_Ex):
     name = "probe"
     def _generate(self, x, target, query, generator):
         return self.out
-for _dt in (_torch.complex64, _torch.complex128):
+for _name, _out in (("complex64", _torch.zeros(2, 1, 2, 2, dtype=_torch.complex64)),
+                    ("complex128", _torch.zeros(2, 1, 2, 2, dtype=_torch.complex128)),
+                    ("another shape", _torch.zeros(1, 1, 2, 2)), ("a list", [0.0])):
     _m = _Returns(_torch.nn.Sequential(_torch.nn.Flatten(), _torch.nn.Linear(4, 3)))
-    _m.out = _torch.zeros(2, 1, 2, 2, dtype=_dt)
-    _cflib_probe(f"explain returns {_dt}", lambda: _m.explain(_torch.zeros(2, 1, 2, 2), 1))
+    _m.out = _out
+    _cflib_probe(f"explain returns {_name}", lambda: _m.explain(_torch.zeros(2, 1, 2, 2), 1))
 def _torch_full(p):
     raise RuntimeError("[enforce fail] PytorchStreamWriter failed writing file data/0: "
                        "file write failed")
