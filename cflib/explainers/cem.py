@@ -119,8 +119,10 @@ class CEM(AutoencoderExplainer):
     def _margin(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """``Z_t - max_{j != t} Z_j`` per image."""
         z_t = logits.gather(1, target[:, None]).squeeze(1)
-        others = logits.masked_fill(
-            nn.functional.one_hot(target, logits.shape[1]).bool(), float("-inf"))
+        # the target's column by comparison (one_hot checks the labels' range on the host:
+        # two synchronisations a call, four a FISTA step)
+        is_target = torch.arange(logits.shape[1], device=logits.device) == target[:, None]
+        others = logits.masked_fill(is_target, float("-inf"))
         return z_t - others.max(1).values
 
     def _hinge_margin(self, logits: torch.Tensor, label: torch.Tensor) -> torch.Tensor:

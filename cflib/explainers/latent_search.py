@@ -112,7 +112,8 @@ class LatentSearch(Explainer):
                 valid = logits.argmax(1) == t
                 closer = valid & (dist < best)
                 best = torch.where(closer, dist, best)
-                best_img[closer] = img[closer]
+                # a selection, not a masked assignment (which synchronises on its count)
+                best_img = torch.where(closer.view(-1, 1, 1, 1), img, best_img)
                 first = torch.where(valid & first.isnan(), torch.full_like(first, k), first)
             if k == cfg.steps:
                 break
