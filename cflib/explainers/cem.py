@@ -68,7 +68,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from cflib.explainers.base import X_MAX, X_MIN, AutoencoderExplainer, ExplainerConfig
 from cflib.progress import progress
