@@ -273,3 +273,16 @@ def test_outputs_are_compared_without_clocks(tmp_path):
     assert normalised(tmp_path / "a.csv") == normalised(tmp_path / "b.csv")
     b.assign(value=[0.5000001, 2.0]).to_csv(tmp_path / "b.csv", index=False)
     assert normalised(tmp_path / "a.csv") != normalised(tmp_path / "b.csv")
+
+
+def test_a_skeleton_change_counts_only_the_skeletons_lines():
+    """A module's skeleton holds no unit: an import removed (the skeleton changed) beside a
+    change inside a function that never ran is, for a run that recorded only the
+    skeleton, the import's line alone (the function's change is its own unit's)."""
+    from cflib.book.runs.certify import unrun_changes
+
+    old = "import os\nimport sys\n\n\ndef f(x):\n    return x + 1\n"
+    new = "import os\n\n\ndef f(x):\n    return x + 2\n"
+    # the old twin ran the imports (lines 1-2), nobody ran f's body
+    assert unrun_changes("cflib/m.py::<module>", old, new, {1, 2, 5}, {1, 4}) == []
+    assert unrun_changes("cflib/m.py::f", old, new, {1, 2, 5}, {1, 4})   # f's own: refused

@@ -113,7 +113,8 @@ def worktree(commit: str) -> Path:
 #: counterfactuals or another shape, and a write to a full disk (torch's
 #: own error, the OSError, and another failure passed through).  Each must raise, in both
 #: twins: a change on a path that raises cannot move the numbers of a run that completed.
-#: Their outcomes (raised or returned) are compared and written into the certificate.
+#: Their outcomes (raised by the function each is there for, raised elsewhere, or
+#: returned) are compared and written into the certificate.
 GUARD_PROBES = """
 import errno as _e, tempfile as _t, torch as _torch
 from pathlib import Path as _P
@@ -121,30 +122,43 @@ from cflib.tensors import check_images as _ci
 from cflib.io import atomic_write as _aw
 from cflib.explainers.base import Explainer as _Ex
 _cflib_probes = {}
-def _cflib_probe(name, fn):
+def _cflib_probe(name, fn, where):
+    # "raised" only where the error comes from the function the probe is there for
     try:
         fn()
         _cflib_probes[name] = "returned"
-    except Exception:
-        _cflib_probes[name] = "raised"
+    except Exception as err:
+        tb, frames = err.__traceback__, set()
+        while tb is not None:
+            frames.add(tb.tb_frame.f_code.co_name)
+            tb = tb.tb_next
+        _cflib_probes[name] = "raised" if where in frames else f"raised outside {where}"
 _ones = _torch.ones(1, 1, 2, 2)
 for _lo, _hi in ((-1.0, 1.0001), (-1.0002, 1.0), (0.0, 255.0), (0.0, 1.2), (-3.0, 3.0)):
     _cflib_probe(f"check_images [{_lo}, {_hi}]",
-                 lambda: _ci(_torch.cat([_ones * _lo, _ones * _hi])))
+                 lambda: _ci(_torch.cat([_ones * _lo, _ones * _hi])), "check_images")
 import warnings as _wn
 with _wn.catch_warnings():
     _wn.simplefilter("error")                   # the [0, 1]-looking batch's warning raises
-    _cflib_probe("check_images [0.0, 0.9]", lambda: _ci(_torch.cat([_ones * 0.0, _ones * 0.9])))
+    _cflib_probe("check_images [0.0, 0.9]", lambda: _ci(_torch.cat([_ones * 0.0, _ones * 0.9])),
+                 "check_images")
 class _Returns(_Ex):
     name = "probe"
     def _generate(self, x, target, query, generator):
         return self.out
+def _to_class_0():          # logits putting every image in class 0: target 1 is not yet
+    lin = _torch.nn.Linear(4, 3)
+    with _torch.no_grad():
+        lin.weight.zero_()
+        lin.bias.copy_(_torch.tensor([3.0, 0.0, -5.0]))
+    return _torch.nn.Sequential(_torch.nn.Flatten(), lin)
 for _name, _out in (("complex64", _torch.zeros(2, 1, 2, 2, dtype=_torch.complex64)),
                     ("complex128", _torch.zeros(2, 1, 2, 2, dtype=_torch.complex128)),
                     ("another shape", _torch.zeros(1, 1, 2, 2)), ("a list", [0.0])):
-    _m = _Returns(_torch.nn.Sequential(_torch.nn.Flatten(), _torch.nn.Linear(4, 3)))
+    _m = _Returns(_to_class_0())
     _m.out = _out
-    _cflib_probe(f"explain returns {_name}", lambda: _m.explain(_torch.zeros(2, 1, 2, 2), 1))
+    _cflib_probe(f"explain returns {_name}", lambda: _m.explain(_torch.zeros(2, 1, 2, 2), 1),
+                 "_checked_output")
 def _torch_full(p):
     raise RuntimeError("[enforce fail] PytorchStreamWriter failed writing file data/0: "
                        "file write failed")
@@ -154,7 +168,7 @@ def _other(p):
     raise RuntimeError("another failure")
 _d = _P(_t.mkdtemp())
 for _w in (_torch_full, _os_full, _other):
-    _cflib_probe(f"atomic_write {_w.__name__}", lambda: _aw(_d / "f.bin", _w))
+    _cflib_probe(f"atomic_write {_w.__name__}", lambda: _aw(_d / "f.bin", _w), "atomic_write")
 """
 
 
@@ -352,6 +366,9 @@ def changed_statements(old: str, new: str, name: str) -> tuple[list, list]:
             lines_a.add(max(i1, 1))
         if j1 == j2:
             lines_b.add(max(j1, 1))
+    if name == SKELETON:           # the skeleton holds no unit: a unit's lines are its own
+        lines_a = {x for x in lines_a if module_code("x.py", old).unit_at(x) is None} if old else set()
+        lines_b = {x for x in lines_b if module_code("x.py", new).unit_at(x) is None} if new else set()
 
     def pick(text, span, lines):
         if not text or span is None:
