@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -113,6 +114,8 @@ def test_every_claim_of_a_rendered_page_holds_in_the_seeds_it_says(chapter):
             assert b == pytest.approx(c.b_values[i], nan_ok=True, rel=1e-9), (c, path)
             held = (spec.key(a) < spec.key(b)) if c.strict else (spec.key(a) <= spec.key(b))
             assert c.holds[i] == (held and math.isfinite(a) and math.isfinite(b)), (c, path)
+    # a block's sentence never runs into the next bullet ("...seeds).- **What")
+    assert not re.search(r"[.)]- \*\*", text), re.search(r".{80}[.)]- \*\*", text)
     if chapter == "mnist_bayesian":
         assert any(c.unit == "repeats" for c in readings.claims)
         assert all(math.isfinite(x) for c in readings.claims for x in c.a_values + c.b_values)
@@ -135,3 +138,17 @@ def test_the_best_rows_say_in_how_many_seeds_they_are_the_best():
     t = r.top("Proximity", ["D", "C", "B", "A"], 3)
     assert t.rows == ("A", "B", "C") and (t.k, t.n) == (2, 3)
     assert t.seeds == "in 2 of 3 training seeds" and len(r.claims) == 3
+
+
+def test_the_best_mean_rank_says_in_how_many_seeds_it_is_the_best():
+    """cross_dataset's "best mean rank": A is ahead on the seed means but B in seed 2:
+    A is the best in 2 of 3 training seeds, B in 1, a reference row never counts."""
+    per_seed = {0: _frame(0, 0.1, 0.3), 1: _frame(1, 0.1, 0.3), 2: _frame(2, 0.5, 0.3)}
+    for s, df in per_seed.items():     # the paper's rows; a reference row, better than both
+        df = df.replace({"method": {"A": "CEM", "B": "CVE"}})
+        ref = df.iloc[:1].assign(method="Original Data", value=0.0)
+        per_seed[s] = pd.concat([df, ref], ignore_index=True)
+    r = Readings(per_seed[0], "c3lt", "mnist", None,
+                 {"mnist_eval": per_seed[0], "mnist_eval per seed": per_seed})
+    assert r.best_rank_seeds("CEM") == {"MNIST": "in 2 of 3 training seeds"}
+    assert r.best_rank_seeds("CVE") == {"MNIST": "in 1 of 3 training seeds"}

@@ -43,7 +43,7 @@ from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
 from cflib.bench.tables.registry import SPECS, spec_of_chapter, specs_of
 from cflib.book.chapters import DISCUSSION, get_chapter
-from cflib.book.report.claims import Claim, Top, at_least_as_good, strictly_better
+from cflib.book.report.claims import Claim, Top, at_least_as_good, seeds_phrase, strictly_better
 from cflib.book.report.display import fmt
 from cflib.book.spread import mean_of_seeds, read_sweep, seed_means
 from cflib.metrics.spec import get_spec
@@ -379,6 +379,26 @@ class Readings:
         return rank_summary(rank_methods(frames, [s.name for s in specs_of("c3lt")[0].metrics],
                                          paper_rows("c3lt")))
 
+    def best_rank_seeds(self, method: str) -> dict[str, str]:
+        """Per dataset of the cross-dataset page, in how many training seeds ``method``
+        has the best mean rank among the methods (the reference rows left out, a tie
+        holding): the ranks of each seed's own results, as :meth:`ranks` ranks the means."""
+        from cflib.book.report.tables import REFERENCE_ROWS, paper_rows, rank_methods, rank_summary
+
+        out = {}
+        for c in specs_of("c3lt"):
+            seeds = self.extra.get(f"{c.chapter} per seed") or (
+                {0: self.extra[c.chapter]} if c.chapter in self.extra else {})
+            k = 0
+            for _, df in sorted(seeds.items()):
+                r = rank_summary(rank_methods({"d": df}, [m.name for m in c.metrics],
+                                              paper_rows("c3lt")))["d"]
+                r = r.drop(list(REFERENCE_ROWS), errors="ignore")
+                k += bool(method in r.index and r[method] <= r.min())
+            if seeds:
+                out[DATASET_TITLES[c.dataset]] = seeds_phrase(k, len(seeds))
+        return out
+
     def frame(self, name: str) -> "Readings":
         """Readings of another chapter's results read beside this one (cross-dataset)."""
         c = spec_of_chapter(name)
@@ -519,7 +539,8 @@ def render(template: str, readings: Readings, **context) -> str:
               "better_in", "tau", "checks", "pairs", "tuning", "ranks", "frame", "rv",
               "evidence", "candidates", "budget_rule", "generator_reading",
               "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
-              "like_explained", "claim_checks", "order", "leads", "claim", "top")}
+              "like_explained", "claim_checks", "order", "leads", "claim", "top",
+              "best_rank_seeds")}
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
     context = {**_constants(readings, profile), **context}
     return environment().from_string(template).render(
@@ -554,6 +575,10 @@ def readings_for(chapter: str, results_dir) -> Readings:
             own = read_results(results_dir / f"{other}.csv")
             other_profile = str(own["profile"].iloc[0])
             if reads_sweep(ch, other, other_profile):
+                _, seeds = read_sweep(other, other_profile, root=results_dir / "sweep", own=own)
+                if len(seeds) > 1:
+                    extra[f"{other} per seed"] = {k: read_results_frame(v)
+                                                  for k, v in seeds.items()}
                 own, _ = seed_means(other, own, other_profile, root=results_dir / "sweep")
             extra[other] = own
     return Readings(df, table, dataset, per_seed or None, extra)
