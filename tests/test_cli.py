@@ -85,8 +85,9 @@ def test_verify_passes_matching_outputs_and_refuses_an_edited_one(scratch, capsy
     cli.main(["verify"])
     assert capsys.readouterr().out == ("every executed chapter matches its seal, every "
                                        "results file the notebook or the recorded run that "
-                                       "wrote it, and the README's summary and the results "
-                                       "page the results\n")
+                                       "wrote it, the README's summary and the results "
+                                       "page the results, and every shipped network its "
+                                       "manifest\n")
     (res / "table.csv").write_text("a,b\n1,3\n")                # edited since the run
     with pytest.raises(SystemExit) as err:
         cli.main(["verify"])

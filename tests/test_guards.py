@@ -54,6 +54,27 @@ def test_a_number_edited_in_the_readme_or_the_results_page_is_named(tmp_path):
     assert len(generated_stale(readme, PROJECT_ROOT / "results", page)) == 2
 
 
+@pytest.mark.data
+@pytest.mark.parametrize("cut", ["<!-- summary:start -->", "<!-- summary:end -->", "both"])
+def test_a_readme_without_its_summary_markers_is_named_not_passed(tmp_path, cut):
+    """Removing a marker used to switch the summary's check off (an edited number then
+    passed verify); a missing, doubled or swapped marker is a finding of its own."""
+    from cflib.book.report.readme import RESULTS_PAGE, generated_stale
+
+    readme, page = tmp_path / "README.md", tmp_path / "results.md"
+    shutil.copy2(RESULTS_PAGE, page)
+    text = (PROJECT_ROOT / "README.md").read_text()
+    for marker in (["<!-- summary:start -->", "<!-- summary:end -->"] if cut == "both" else [cut]):
+        text = text.replace(marker, "")
+    readme.write_text(text)
+    bad = generated_stale(readme, PROJECT_ROOT / "results", page)
+    assert len(bad) == 1 and "lost its summary block's markers" in bad[0]
+    twice = (PROJECT_ROOT / "README.md").read_text() + "\n<!-- summary:end -->\n"
+    readme.write_text(twice)
+    assert "lost its summary block's markers" in generated_stale(readme, PROJECT_ROOT / "results",
+                                                                  page)[0]
+
+
 def test_a_record_keeps_who_wrote_an_unchanged_file(tmp_path):
     from cflib.book.runs.written import read_ledger, record_written
 
@@ -128,3 +149,46 @@ def test_networks_without_their_manifest_or_entry_are_an_error(tmp_path, monkeyp
         shipped.write(root, [{"kind": "toy", "key": "abc", "config": {"a": 1},
                               "state": {"w": torch.ones(2)}, "info": {}, "trained_on": {},
                               "provenance": {"commit": "x", "code": {}}}])
+
+
+def test_networks_list_and_ship_never_pass_over_a_folder_that_fails_its_check(tmp_path):
+    """`cflib networks list` with the manifest gone said "0 networks" and exited 0 (the 31
+    files still there), and `ship` left a stray file unnamed: both now list what they can,
+    then exit naming every problem, as `check` does."""
+    import torch
+
+    from cflib import shipped
+    from cflib.book.cli import main
+
+    root = tmp_path / "networks"
+    shipped.write(root, [{"kind": "toy", "key": "abc", "config": {"a": 1},
+                          "state": {"w": torch.ones(2)}, "info": {}, "trained_on": {},
+                          "provenance": {"commit": "x", "code": {}}}])
+    shipped._manifest.cache_clear()
+    main(["networks", "list", "--root", str(root)])                      # whole: passes
+    (root / "toy-0000.safetensors").write_bytes(b"stray")
+    with pytest.raises(SystemExit, match=r"cflib networks list: toy-0000\.safetensors: not "
+                                         r"listed in MANIFEST\.json"):
+        main(["networks", "list", "--root", str(root)])
+    (root / shipped.MANIFEST).unlink()
+    shipped._manifest.cache_clear()
+    with pytest.raises(SystemExit, match=r"cflib networks list: .* has no MANIFEST\.json"):
+        main(["networks", "list", "--root", str(root)])
+
+
+@pytest.mark.data
+def test_verify_names_a_shipped_network_its_manifest_does_not_hold(tmp_path, monkeypatch):
+    """verify read the chapters and the results, not networks/: a manifest entry removed
+    or the manifest deleted passed it."""
+    import shutil as sh
+
+    from cflib.bench import networks
+    from cflib.book.cli import main
+
+    root = tmp_path / "networks"
+    sh.copytree(networks.NETWORKS_DIR, root)
+    monkeypatch.setattr(networks, "NETWORKS_DIR", root)
+    main(["verify"])                                   # the committed folder: whole
+    (root / "MANIFEST.json").unlink()
+    with pytest.raises(SystemExit, match=r"networks/: .* has no MANIFEST\.json"):
+        main(["verify"])

@@ -212,3 +212,70 @@ def test_a_saved_file_nested_too_deep_is_named(tmp_path):
     (tmp_path / "x.pt").write_bytes(b"")
     with pytest.raises(ValueError, match="x.json is not a saved counterfactuals of cflib"):
         Counterfactuals.load(tmp_path / "x")
+
+
+@pytest.mark.parametrize("body, match", [
+    ("import sys\nsys.exit(0)\ndef fn(model, x, target):\n    return x\n", r"called sys\.exit\(0\)"),
+    ("import sys\nsys.exit(3)\n", r"called sys\.exit\(3\)"),
+    ("1 / 0\n", r"raised ZeroDivisionError: division by zero"),
+])
+def test_a_method_module_that_exits_or_raises_at_import_is_named(tmp_path, monkeypatch,
+                                                                   body, match):
+    """A module that ends the run (sys.exit, 0 included) or raises while it is imported
+    is one ValueError naming the method and the module (it was exit 0 with nothing
+    written, exit 3 with no message, or a raw traceback)."""
+    import sys
+
+    from cflib.bench.methods import resolve_method
+
+    name = f"exits_{abs(hash(body)) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match=rf"method '{name}:fn': importing module '{name}' {match}"):
+        resolve_method(f"{name}:fn")
+    sys.modules.pop(name, None)
+
+
+def test_a_method_that_exits_while_it_is_built_is_named():
+    from cflib.bench.methods import probe, resolve_method
+    from cflib.bench.tables.registry import SPECS
+
+    method = resolve_method("tests.fixtures.toy:QuitsWhenBuilt")
+    with pytest.raises(ValueError, match=r"QuitsWhenBuilt\(classifier, config\) called "
+                                         r"sys\.exit\(0\) while being built"):
+        probe(method, next(iter(SPECS.values())))
+
+
+@pytest.mark.parametrize("out, says", [
+    ("cflib/x-new", r"inside cflib/, which holds"),             # a new subfolder of the code
+    ("book/../cflib/x-new", r"inside cflib/, which holds"),
+    ("tests/fixtures/x-new", r"inside tests/, which holds"),
+    (".git/x-new", r"inside the project's git folder"),
+])
+def test_a_bench_out_inside_the_projects_tracked_folders_is_refused(out, says):
+    """Only a folder that already held tracked files was refused: `--out cflib/x` (new)
+    wrote into the package, `.git/x` into git's own folder, unseen by git status."""
+    import os
+
+    from cflib.bench.compare import check_out
+    from cflib.bench.data import PROJECT_ROOT
+
+    here = os.getcwd()
+    os.chdir(PROJECT_ROOT)
+    try:
+        with pytest.raises(ValueError, match=says):
+            check_out(out)
+    finally:
+        os.chdir(here)
+    assert not (PROJECT_ROOT / out).exists()
+
+
+def test_a_link_into_the_package_is_refused_and_a_new_folder_of_ones_own_is_not(tmp_path):
+    from cflib.bench.compare import check_out
+    from cflib.bench.data import PROJECT_ROOT
+
+    (tmp_path / "link").symlink_to(PROJECT_ROOT / "cflib")
+    with pytest.raises(ValueError, match=r"inside cflib/"):
+        check_out(tmp_path / "link" / "newdir")
+    mine = PROJECT_ROOT / "my-bench-out-test"           # a new top-level folder: the user's
+    assert check_out(mine) == mine.resolve() and not mine.exists()

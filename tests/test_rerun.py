@@ -44,7 +44,22 @@ def test_a_value_beyond_the_seed_spread_is_flagged_and_one_within_is_not(book):
     status = r.table.set_index("metric")["status"]
     assert status["IM1"] == WITHIN and status["FID"] == BEYOND
     assert list(r.beyond["metric"]) == ["FID"]
-    assert "FID: committed 10, re-run 30" in r.describe()
+    # a given baseline is named as such, never as "the committed results"
+    assert "FID: baseline 10, re-run 30" in r.describe()
+    assert "against the baseline" in r.describe() and "committed results" not in r.describe()
+
+
+def test_the_chapters_own_results_file_edited_is_no_baseline(book, monkeypatch):
+    """--baseline results/<chapter>.csv after a hand edit used to be compared as "the
+    committed results" (1005 of 1005 bit-equal to an edited run): refused, named."""
+    from cflib.book.runs import rerun
+
+    monkeypatch.setattr(rerun, "RESULTS_DIR", book / "base")
+    monkeypatch.setattr(rerun, "committed_table", lambda chapter: _table(0, 1.0, 10.0))
+    assert _report(book, 1.0, 10.0).counts()[BIT_EQUAL] == 2          # as committed: fine
+    write_table(_table(0, 2.0, 10.0), book / "base" / "mnist_eval.csv")   # edited by hand
+    with pytest.raises(ValueError, match="edited since the commit"):
+        _report(book, 2.0, 10.0)
 
 
 def test_without_a_sweep_a_moved_value_has_no_spread(book):

@@ -359,7 +359,11 @@ def save_table(t: TableComparison, folder, name: str) -> list[Path]:
 def check_out(out) -> Path:
     """The output folder (:func:`cflib.bench.folders.check_output_dir`: a user's method
     never replaces a committed file)."""
-    return check_output_dir(out, "out", f"leave it None: ./{BENCH_DIR}/<method>-<profile>/")
+    from cflib.bench.folders import check_not_in_project_code
+
+    instead = f"leave it None: ./{BENCH_DIR}/<method>-<profile>/"
+    return check_not_in_project_code(check_output_dir(out, "out", instead), "out", str(out),
+                                     instead)
 
 
 def check_tables(tables) -> list[TableSpec]:

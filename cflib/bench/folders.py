@@ -87,3 +87,26 @@ def check_name(name, what: str = "results_name") -> str:
         raise ValueError(f"{what} must be a plain file name (letters, digits, _ . -; no "
                          f"folder and no '..'), got {name!r}")
     return name
+
+
+def check_not_in_project_code(d: Path, what: str, given: str, instead: str) -> Path:
+    """``d`` (resolved by :func:`check_output_dir`), or a ValueError when it lies in the
+    project's git folder or would be made inside a top-level folder of the project that
+    holds files under version control (a new subfolder of ``cflib/`` or ``tests/`` is the
+    project's, though it holds no tracked file yet); a new top-level folder, or one under
+    ``_build/``, is the user's."""
+    root = PROJECT_ROOT.resolve()
+    if d != root and root not in d.parents:
+        return d
+    parts = d.relative_to(root).parts
+    where = d.relative_to(root).as_posix() if parts else "."
+    if parts and parts[0] == ".git":
+        raise ValueError(f"{what} {given!r} resolves to {where}/, inside the project's git "
+                         f"folder; choose a folder of your own, or {instead}")
+    top = root / parts[0] if parts else root
+    tracked = tracked_under(top) if top not in (d, root) else []
+    if tracked:
+        raise ValueError(f"{what} {given!r} resolves to {where}/, inside {parts[0]}/, which "
+                         f"holds files of the project under version control (e.g. "
+                         f"{tracked[0]}); choose a folder of your own, or {instead}")
+    return d

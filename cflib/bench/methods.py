@@ -65,6 +65,13 @@ def _import_path(path: str):
                              "sys.path? PYTHONPATH, and for cflib bench the current folder, "
                              "are searched)") from None
         raise ValueError(f"method {path!r}: importing module {module!r} failed: {err}") from err
+    except SystemExit as err:
+        raise ValueError(f"method {path!r}: importing module {module!r} called sys.exit"
+                         f"({err.code!r}); a method's module defines the method, it does not "
+                         "end the run") from None
+    except Exception as err:
+        raise ValueError(f"method {path!r}: importing module {module!r} raised "
+                         f"{type(err).__name__}: {err}") from err
     obj = mod
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -137,6 +144,10 @@ def probe(method: Method, table: TableSpec) -> None:
         clf = table.stand_in(table.model)
         try:
             ex = method.build(clf)
+        except SystemExit as err:
+            raise ValueError(f"{method.cls.__qualname__}(classifier, config) called sys.exit"
+                             f"({err.code!r}) while being built; a method returns "
+                             "counterfactuals or raises an error") from None
         except Exception as err:
             err.add_note(f"(raised while building {method.name} as {method.cls.__qualname__}"
                          f"(classifier, config) on the {table.key} table's classifier "

@@ -269,14 +269,15 @@ def _verify(args) -> None:
         digests.refuse_unmatched(CHAPTERS)
     except ValueError as err:
         raise SystemExit(str(err)) from None
+    from cflib.bench.networks import check
     from cflib.book.report.readme import generated_stale
 
-    stale = generated_stale()
+    stale = generated_stale() + [f"networks/: {p}" for p in check()]
     if stale:
         raise SystemExit("cflib verify: " + "; ".join(stale))
     print("every executed chapter matches its seal, every results file the notebook or the "
-          "recorded run that wrote it, and the README's summary and the results page the "
-          "results")
+          "recorded run that wrote it, the README's summary and the results page the "
+          "results, and every shipped network its manifest")
 
 
 def _record(args) -> None:
@@ -346,6 +347,8 @@ def networks(args) -> None:
     if args.action == "check" and problems:
         raise SystemExit("cflib networks check: " + "; ".join(problems))
     print("\n".join(nets.listing(root)))
+    if problems:        # a listing or a ship never passes over a folder that fails its check
+        raise SystemExit(f"cflib networks {args.action}: " + "; ".join(problems))
 
 
 def _bench_config(text: str | None) -> dict | None:

@@ -329,7 +329,14 @@ def generated_stale(readme=PROJECT_ROOT / "README.md", results_dir="results",
     (a number edited by hand in either is named; ``cflib verify`` and CI call this)."""
     bad = []
     text = Path(readme).read_text()
-    if SUMMARY_START in text and SUMMARY_END in text:
+    if text.count(SUMMARY_START) != 1 or text.count(SUMMARY_END) != 1 or \
+            text.index(SUMMARY_START) > text.index(SUMMARY_END):
+        # without its markers the block is not checked: that is itself a finding
+        bad.append(f"{Path(readme).name} has lost its summary block's markers ({SUMMARY_START} "
+                   f"... {SUMMARY_END}, once each and in that order), so its numbers cannot "
+                   f"be checked: restore them (`git checkout -- {Path(readme).name}`) and "
+                   "run `cflib readme`")
+    else:
         block = text.split(SUMMARY_START, 1)[1].split(SUMMARY_END, 1)[0].strip("\n")
         if block != summary(results_dir).strip("\n"):
             bad.append(f"{Path(readme).name}'s summary block does not match the results it is "

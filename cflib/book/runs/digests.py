@@ -229,7 +229,13 @@ def notebook_record(chapter: str | Chapter, folder: Path = CHAPTER_DIR) -> dict 
     path = Path(folder) / f"{ch.name}.ipynb"
     if not path.exists():
         return None
-    return read_notebook(path).metadata.get("cflib")
+    record = read_notebook(path).metadata.get("cflib")
+    if record is not None and not isinstance(record, dict):
+        raise ValueError(f"{rel(path)}: its run record (metadata.cflib) is a "
+                         f"{type(record).__name__}, not a record: restore the notebook with "
+                         f"`git checkout -- {rel(path)}` or re-execute it with "
+                         f"`make chapter NB={ch.name}`")
+    return record
 
 
 def seal(nb) -> str:

@@ -120,6 +120,8 @@ class RerunReport:
     rows_bit_equal: int
     rows: int
     not_rerun: int = 0
+    #: what the re-run was compared with: the committed results, or a given baseline
+    baseline: str = "the committed results"
 
     def counts(self) -> dict[str, int]:
         return {s: int((self.table["status"] == s).sum())
@@ -136,7 +138,7 @@ class RerunReport:
         n = len(self.table)
         partial = (f"; {self.not_rerun} committed values this run did not re-run (a part of "
                    "the chapter: other methods, pairs or models)" if self.not_rerun else "")
-        lines = [f"{self.chapter}: {self.run} against the committed results: the {n} "
+        lines = [f"{self.chapter}: {self.run} against {self.baseline}: the {n} "
                  f"value{'s' if n != 1 else ''} it re-ran compared ({self.timings} wall-clock values left out{partial})",
                  f"  bit-equal: {c[BIT_EQUAL]} of {n} (raw rows: {self.rows_bit_equal} of "
                  f"{self.rows})",
@@ -160,7 +162,8 @@ class RerunReport:
                 sd = "" if np.isnan(r["seed_sd"]) else \
                     f", seed sd {r['seed_sd']:.4g} ({abs(r['diff']) / r['seed_sd']:.1f} sd)" \
                     if r["seed_sd"] > 0 else ", seed sd 0"
-                lines.append(f"    {cell}: committed {r['committed']:.6g}, re-run "
+                was = "committed" if self.baseline == "the committed results" else "baseline"
+                lines.append(f"    {cell}: {was} {r['committed']:.6g}, re-run "
                              f"{r['rerun']:.6g}{sd}")
             if len(shown) > limit:
                 lines.append(f"    ... and {len(shown) - limit} more")
@@ -176,6 +179,14 @@ def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=None,
     book's own seed taken from the baseline).  The profile of the sweep is the baseline's."""
     committed = committed_table(chapter)
     base = committed if baseline is None else _read(_csv(baseline, chapter))
+    if baseline is not None:
+        path = Path(_csv(baseline, chapter)).resolve()
+        own = (RESULTS_DIR / f"{chapter}.csv").resolve()
+        if path == own and not _same_values(base, committed):
+            raise ValueError(f"--baseline {rel(path)} is the chapter's results file, edited "
+                             "since the commit (its values are not the committed ones): leave "
+                             "--baseline out to compare with the committed results, or "
+                             f"`git checkout -- {rel(path)}`")
     profile = profile or str(base["profile"].iloc[0])
     run_path = find_rerun(chapter, profile) if run is None else _csv(run, chapter)
     rerun = _read(run_path)
@@ -206,8 +217,17 @@ def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=None,
     table["seed_sd"] = sd.reindex(idx) if sd is not None else np.nan
     table["n_seeds"] = n.reindex(idx).fillna(0).astype(int) if n is not None else 0
     table["status"] = [_status(r) for r in table.itertuples()]
+    label = ("the committed results" if baseline is None
+             else f"the baseline {rel(Path(_csv(baseline, chapter)))}")
     return RerunReport(chapter, rel(run_path), table.reset_index(), n_timing, same, rows,
-                       not_rerun)
+                       not_rerun, label)
+
+
+def _same_values(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Do two results tables hold the same cells and values (as their CSV text)?"""
+    if list(a.columns) != list(b.columns) or len(a) != len(b):
+        return False
+    return a.astype(str).reset_index(drop=True).equals(b.astype(str).reset_index(drop=True))
 
 
 def _comparable(chapter: str, run: str, rerun: pd.DataFrame, base: pd.DataFrame,
