@@ -26,30 +26,48 @@ def atomic_write(path, data: str | bytes | Callable[[Path], None]) -> Path:
     """Write ``data`` (text, bytes, or a function that writes the temporary path it is
     given) to ``path`` atomically; the folder is created.  Any failure removes the
     temporary file and re-raises."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    return atomic_write_all([(path, data)])[0]
+
+
+def atomic_write_all(items) -> list[Path]:
+    """Write several files (``(path, data)`` pairs, ``data`` as :func:`atomic_write` takes
+    it) so that every one is replaced or none is: each is written to a temporary file
+    beside it first, then all are renamed into place.  A failure (a full disk, a folder
+    that is a file) removes every temporary file and leaves the files already there as
+    they were; a full disk is one OSError naming the file and the space left."""
+    staged, path = [], None
     try:
-        if callable(data):
-            data(Path(tmp))
-        elif isinstance(data, bytes):
-            Path(tmp).write_bytes(data)
-        else:
-            Path(tmp).write_text(data)
-        os.chmod(tmp, shared_mode())
-        os.replace(tmp, path)
+        for path, data in items:
+            path = Path(path)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise NotADirectoryError(errno.ENOTDIR, f"cannot write {path}: a part of its "
+                                         "folder is a file, not a folder", str(path)) from None
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            os.close(fd)
+            staged.append(tmp)
+            if callable(data):
+                data(Path(tmp))
+            elif isinstance(data, bytes):
+                Path(tmp).write_bytes(data)
+            else:
+                Path(tmp).write_text(data)
+            os.chmod(tmp, shared_mode())
+        for (path, _), tmp in zip(items, staged):
+            os.replace(tmp, path)
     except (OSError, RuntimeError) as err:
         if _out_of_space(err):
             raise OSError(errno.ENOSPC, f"No space left on device to write {path} "
-                          f"({_free(path.parent)} free there): nothing was written (a file "
-                          "already there is as it was); free some space or write elsewhere",
-                          str(path)) from err
+                          f"({_free(Path(path).parent)} free there, or the disk quota is "
+                          "exceeded): nothing was written (the files already there are as "
+                          "they were); free some space or write elsewhere", str(path)) from err
         raise
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+        for tmp in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return [Path(p) for p, _ in items]
 
 
 def _out_of_space(err: BaseException) -> bool:

@@ -27,7 +27,8 @@ def test_a_full_disk_is_one_error_naming_the_file_and_the_old_file_stays(tmp_pat
     path = tmp_path / "weights.pt"
     atomic_write(path, b"old")
     with pytest.raises(OSError, match=r"No space left on device to write .*weights\.pt "
-                                      r"\(.* free there\): nothing was written") as err:
+                                      r"\(.* free there, or the disk quota is exceeded\): "
+                                      r"nothing was written") as err:
         atomic_write(path, writer)
     assert err.value.errno == errno.ENOSPC
     assert path.read_bytes() == b"old"
@@ -48,3 +49,23 @@ def test_another_failure_passes_through_unchanged(tmp_path):
 def test_torch_save_through_the_writer_still_writes(tmp_path):
     path = atomic_write(tmp_path / "t.pt", lambda p: torch.save({"a": torch.ones(2)}, p))
     assert torch.equal(torch.load(path, weights_only=True)["a"], torch.ones(2))
+
+
+def test_a_pair_is_replaced_whole_or_not_at_all(tmp_path):
+    """A second save of a pair whose .json hits a full disk left the new .pt beside the
+    old .json (the pair then failed its checksum): both are staged, then both renamed."""
+    from cflib.io import atomic_write_all
+
+    a, b = tmp_path / "x.pt", tmp_path / "x.json"
+    atomic_write_all([(a, b"old-pt"), (b, b"old-json")])
+    with pytest.raises(OSError, match="No space left on device to write .*x\\.json"):
+        atomic_write_all([(a, b"new-pt"), (b, _os_full)])
+    assert (a.read_bytes(), b.read_bytes()) == (b"old-pt", b"old-json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.json", "x.pt"]
+
+
+def test_a_folder_that_is_a_file_is_named(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(NotADirectoryError, match=r"cannot write .*afile/cf\.pt: a part of its "
+                                                 r"folder is a file"):
+        atomic_write(tmp_path / "afile" / "cf.pt", b"x")

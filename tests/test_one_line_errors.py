@@ -279,3 +279,34 @@ def test_a_link_into_the_package_is_refused_and_a_new_folder_of_ones_own_is_not(
         check_out(tmp_path / "link" / "newdir")
     mine = PROJECT_ROOT / "my-bench-out-test"           # a new top-level folder: the user's
     assert check_out(mine) == mine.resolve() and not mine.exists()
+
+
+def test_saving_counterfactuals_under_a_file_is_named(tmp_path):
+    import torch
+
+    from cflib.explainers import Wachter
+
+    (tmp_path / "afile").write_text("x")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    cf = Wachter(model, steps=2).explain(torch.rand(2, 1, 4, 4) * 2 - 1, target=1)
+    with pytest.raises(NotADirectoryError, match=r"cannot write .*afile/cf\.pt: a part of its "
+                                                 r"folder is a file"):
+        cf.save(tmp_path / "afile" / "cf")
+
+
+@pytest.mark.parametrize("record", [{"method": "x"}, [1], {"method": "x", "config": {},
+                                    "fingerprints": {}, "tensors": {"__tensor__": "gone"},
+                                    "values": {}, "info": {}}])
+def test_an_explainer_resealed_without_its_records_fields_is_named(tmp_path, record):
+    """A fit record without its fingerprints, a list for the record, a tensor the .pt does
+    not hold: with the checksum recomputed they were a KeyError or a TypeError."""
+    import torch
+
+    from cflib.explainers import Explainer
+    from cflib.explainers import records as rec
+
+    rec.write(tmp_path / "fit", {"kind": rec.FIT_KIND, "schema": rec.FIT_SCHEMA,
+                                 "method": "Wachter", "config": {}, "record": record}, {})
+    with pytest.raises(ValueError, match=r"fit\.json is not a whole saved explainer"):
+        Explainer.load(tmp_path / "fit", torch.nn.Linear(4, 3))

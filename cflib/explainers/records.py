@@ -25,7 +25,7 @@ import torch
 
 import cflib
 from cflib.cache import state_fingerprint
-from cflib.io import atomic_write
+from cflib.io import atomic_write_all
 
 #: the version of the files :meth:`Explainer.save <cflib.explainers.Explainer.save>` writes
 FIT_SCHEMA = 2
@@ -127,10 +127,11 @@ def write(path, doc: dict, tensors: dict[str, torch.Tensor]) -> Path:
     each written atomically; returns the ``.json`` path."""
     doc = {**doc, "sha256": checksum(doc, tensors)}
     s = stem(path)
-    s.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(s.with_suffix(".pt"), lambda tmp: torch.save(tensors, tmp))
-    return atomic_write(s.with_suffix(".json"),
-                        lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1)))
+    # the pair replaced together: a failure (a full disk) leaves an earlier pair whole
+    return atomic_write_all([
+        (s.with_suffix(".pt"), lambda tmp: torch.save(tensors, tmp)),
+        (s.with_suffix(".json"), lambda tmp: Path(tmp).write_text(json.dumps(doc, indent=1))),
+    ])[1]
 
 
 #: which loader reads each kind of saved file (named when a file is given to another);
@@ -207,12 +208,17 @@ def read_explainer(path) -> tuple[str, dict, FitRecord | None]:
     """``(method, config, record)`` of a file :func:`write_explainer` wrote; a ValueError
     for another schema version or a ``.pt`` file that is not the one its ``.json`` names."""
     doc, tensors = read(path, FIT_KIND, FIT_SCHEMA, "explainer")
-    rec = doc.get("record")
-    record = None
-    if rec is not None:
-        record = FitRecord(method=rec["method"], config=decode(rec["config"], tensors),
-                           fingerprints=dict(rec["fingerprints"]),
-                           tensors=decode(rec["tensors"], tensors),
-                           values=decode(rec["values"], tensors),
-                           info=decode(rec["info"], tensors))
-    return doc["method"], decode(doc["config"], tensors), record
+    try:
+        rec = doc.get("record")
+        record = None
+        if rec is not None:
+            record = FitRecord(method=rec["method"], config=decode(rec["config"], tensors),
+                               fingerprints=dict(rec["fingerprints"]),
+                               tensors=decode(rec["tensors"], tensors),
+                               values=decode(rec["values"], tensors),
+                               info=decode(rec["info"], tensors))
+        return doc["method"], decode(doc["config"], tensors), record
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        # a pair whose checksum holds but whose document lacks a field (resealed by hand)
+        raise ValueError(f"{stem(path)}.json is not a whole saved explainer ({type(err).__name__}"
+                         f": {err} is missing or malformed); save it again") from None

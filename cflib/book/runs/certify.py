@@ -110,7 +110,8 @@ def worktree(commit: str) -> Path:
 #: Error paths that no chapter run reaches, run by each twin after the chapter's compute
 #: (under the same coverage): the image-range refusal (its message and advice) and the
 #: [0, 1]-looking batch's warning (as an error), a method that returns complex
-#: counterfactuals or another shape, and a write to a full disk (torch's
+#: counterfactuals or another shape, a saved pair under a file, over a folder or resealed
+#: without its record's fields, and a write to a full disk (torch's
 #: own error, the OSError, and another failure passed through).  Each must raise, in both
 #: twins: a change on a path that raises cannot move the numbers of a run that completed.
 #: Their outcomes (raised by the function each is there for, raised elsewhere, or
@@ -169,6 +170,18 @@ def _other(p):
 _d = _P(_t.mkdtemp())
 for _w in (_torch_full, _os_full, _other):
     _cflib_probe(f"atomic_write {_w.__name__}", lambda: _aw(_d / "f.bin", _w), "atomic_write")
+# a saved pair: under a folder that is a file; its .json a folder; a record resealed
+# without its fields
+from cflib.explainers import records as _rec
+(_d / "afile").write_text("x")
+_cflib_probe("save under a file", lambda: _rec.write(_d / "afile" / "cf", {"k": 1}, {}), "write")
+(_d / "pair.json").mkdir()
+(_d / "pair.json" / "x").write_text("x")
+_cflib_probe("save over a folder", lambda: _rec.write(_d / "pair", {"k": 1}, {}), "write")
+_rec.write(_d / "fit", {"kind": _rec.FIT_KIND, "schema": _rec.FIT_SCHEMA, "method": "x",
+                        "config": {}, "record": {"method": "x"}}, {})
+_cflib_probe("explainer record resealed without its fields",
+             lambda: _rec.read_explainer(_d / "fit"), "read_explainer")
 """
 
 
