@@ -361,7 +361,7 @@ def test_the_chapter_twins_guard_probes_raise_and_reach_the_error_paths():
     finally:
         cov.stop()
     probes = scope["_cflib_probes"]
-    assert len(probes) == 16 and set(probes.values()) == {"raised"}, probes
+    assert len(probes) == 18 and set(probes.values()) == {"raised"}, probes
     data = cov.get_data()
     for module, needle in (("cflib/tensors.py", "its values span"),
                            ("cflib/tensors.py", "rescale it to [-1, 1]"),

@@ -170,6 +170,12 @@ def _other(p):
 _d = _P(_t.mkdtemp())
 for _w in (_torch_full, _os_full, _other):
     _cflib_probe(f"atomic_write {_w.__name__}", lambda: _aw(_d / "f.bin", _w), "atomic_write")
+# bytes and text written over a folder: every kind of data reaches its write, then fails
+(_d / "adir").mkdir()
+(_d / "adir" / "x").write_text("x")
+for _kind, _data in (("bytes", b"x"), ("text", "x")):
+    _cflib_probe(f"atomic_write {_kind} over a folder", lambda: _aw(_d / "adir", _data),
+                 "atomic_write")
 # a saved pair: under a folder that is a file; its .json a folder; a record resealed
 # without its fields
 from cflib.explainers import records as _rec
