@@ -310,3 +310,21 @@ def test_an_explainer_resealed_without_its_records_fields_is_named(tmp_path, rec
                                  "method": "Wachter", "config": {}, "record": record}, {})
     with pytest.raises(ValueError, match=r"fit\.json is not a whole saved explainer"):
         Explainer.load(tmp_path / "fit", torch.nn.Linear(4, 3))
+
+
+@pytest.mark.parametrize("where", ["x_cf", "x"])
+def test_a_saved_batch_with_a_nan_image_is_refused_on_load(tmp_path, where):
+    """A NaN counterfactual saved (or written into the .pt and resealed) loaded as a
+    valid batch; an image is finite numbers, and the load names the field."""
+    import torch
+
+    from cflib.explainers import Counterfactuals, Wachter
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 3))
+    cf = Wachter(model, steps=2).explain(torch.rand(2, 1, 4, 4) * 2 - 1, target=1)
+    getattr(cf, where)[0, 0, 0, 0] = float("nan")
+    cf.save(tmp_path / "cf")
+    with pytest.raises(ValueError, match=rf"field '{where}': holds torch.float32 values that "
+                                         r"are not all finite"):
+        Counterfactuals.load(tmp_path / "cf")

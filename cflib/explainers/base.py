@@ -295,6 +295,10 @@ def _batch(path, name: str, rec, tensors: dict) -> "Counterfactuals":
             raise bad(k, f"shape {tuple(vals[k].shape)}, not ({n},)")
     if vals["success"].dtype != torch.bool:
         raise bad("success", f"dtype {vals['success'].dtype}, not a bool mask")
+    for k in ("x", "x_cf"):             # images: real numbers, never NaN or infinite
+        if not vals[k].is_floating_point() or not bool(torch.isfinite(vals[k]).all()):
+            raise bad(k, f"holds {vals[k].dtype} values that are not all finite numbers "
+                         "(NaN or infinite): not images")
     seconds = rec["seconds"]
     if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
             or not math.isfinite(seconds) or seconds < 0):
