@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cflib.book.report.claims import Claim, at_least_as_good, seeds_phrase, strictly_better
+from cflib.book.report.claims import Claim, holds, seeds_phrase
 from cflib.book.report.discussion import Readings, discussions, readings_for, render, template_path
 from cflib.metrics.spec import get_spec
 
@@ -36,11 +36,12 @@ def test_a_claim_is_worded_by_the_seeds_it_holds_in():
 
 def test_the_relations_never_hold_on_a_tie_or_a_missing_value_in_their_sense():
     prox, val = get_spec("Proximity"), get_spec("Validity")     # lower / higher is better
-    assert strictly_better(prox, 0.1, 0.2) and not strictly_better(prox, 0.2, 0.1)
-    assert strictly_better(val, 0.9, 0.8) and not strictly_better(val, 0.8, 0.9)
-    assert not strictly_better(prox, 0.1, 0.1)                  # a tie is no lead
-    assert at_least_as_good(prox, 0.1, 0.1)
-    assert not strictly_better(prox, math.nan, 0.2) and not at_least_as_good(prox, 0.1, math.nan)
+    assert holds(prox, 0.1, 0.2) and not holds(prox, 0.2, 0.1)
+    assert holds(val, 0.9, 0.8) and not holds(val, 0.8, 0.9)
+    assert not holds(prox, 0.1, 0.1)                            # a tie is no lead
+    assert holds(prox, 0.1, 0.1, strict=False)
+    assert not holds(prox, math.nan, 0.2) and not holds(prox, 0.1, math.nan, strict=False)
+    assert not holds(prox, 0.1, math.inf, strict=False)         # infinite: missing, too
 
 
 def _frame(seed, a, b):

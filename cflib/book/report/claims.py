@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Claim", "Top", "seeds_phrase", "strictly_better", "at_least_as_good"]
+__all__ = ["Claim", "Top", "seeds_phrase", "holds"]
 
 
 def seeds_phrase(k: int, n: int, unit: str = "training seeds") -> str:
@@ -93,18 +93,13 @@ class Claim:
         return self.everywhere
 
 
-def strictly_better(spec, a: float, b: float) -> bool:
-    """``a`` better than ``b`` in ``spec``'s direction, a tie not counted; NaN never."""
+def holds(spec, a: float, b: float, strict: bool = True) -> bool:
+    """``a`` better than ``b`` in ``spec``'s direction (``strict=False``: at least as good,
+    :meth:`~cflib.metrics.spec.MetricSpec.better`); a tie is no strict lead, a missing or
+    infinite value holds nothing."""
     if not (math.isfinite(a) and math.isfinite(b)):
         return False
-    return spec.key(a) < spec.key(b)
-
-
-def at_least_as_good(spec, a: float, b: float) -> bool:
-    """``a`` at least as good as ``b`` in ``spec``'s direction (a tie holds); NaN never."""
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return False
-    return spec.key(a) <= spec.key(b)
+    return spec.key(a) < spec.key(b) if strict else spec.better(a, b)
 
 
 @dataclass(frozen=True)

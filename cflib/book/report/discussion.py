@@ -43,9 +43,9 @@ from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
 from cflib.bench.tables.registry import SPECS, spec_of_chapter, specs_of
 from cflib.book.chapters import DISCUSSION, get_chapter
-from cflib.book.report.claims import Claim, Top, at_least_as_good, seeds_phrase, strictly_better
+from cflib.book.report.claims import Claim, Top, holds, seeds_phrase
 from cflib.book.report.display import fmt
-from cflib.book.spread import mean_of_seeds, read_sweep, seed_means
+from cflib.book.spread import mean_of_seeds, read_sweep
 from cflib.metrics.spec import get_spec
 
 MARKER = "<!-- discussion -->"
@@ -178,10 +178,7 @@ class Readings:
         return k, self.n_seeds
 
     def in_seeds(self, test) -> str:
-        k, n = self.seeds_where(test)
-        if n == 1:
-            return "in the one training seed" if k else "not in the one training seed"
-        return f"in {k} of {n} training seeds"
+        return seeds_phrase(*self.seeds_where(test))
 
     def better_in(self, a: str, b: str, metric: str, pair=None, variant_a: str = "",
                   variant_b: str = "", model: str = "") -> str:
@@ -204,8 +201,7 @@ class Readings:
         else:
             va = tuple(self.values(a, metric, pair, variant_a, model))
             vb = tuple(self.values(b, metric_b or metric, pair, variant_b, model))
-        rel = strictly_better if strict else at_least_as_good
-        c = Claim(a, b, metric, va, vb, tuple(rel(spec, x, y) for x, y in zip(va, vb)),
+        c = Claim(a, b, metric, va, vb, tuple(holds(spec, x, y, strict) for x, y in zip(va, vb)),
                   pair, model, variant_a, variant_b, strict, metric_b, over)
         self.claims.append(c)
         return c
@@ -372,18 +368,14 @@ class Readings:
         Fashion-MNIST, change), from the two C3LT chapters' results as
         :func:`readings_for` read them (the means over their training seeds where this
         page declares their sweep among its reads, as its heatmaps)."""
-        from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
-
-        frames = {DATASET_TITLES[c.dataset]: self.extra[c.chapter] for c in specs_of("c3lt")
-                  if c.chapter in self.extra}
-        return rank_summary(rank_methods(frames, [s.name for s in specs_of("c3lt")[0].metrics],
-                                         paper_rows("c3lt")))
+        return _mean_ranks({DATASET_TITLES[c.dataset]: self.extra[c.chapter]
+                            for c in specs_of("c3lt") if c.chapter in self.extra})
 
     def best_rank_seeds(self, method: str) -> dict[str, str]:
         """Per dataset of the cross-dataset page, in how many training seeds ``method``
         has the best mean rank among the methods (the reference rows left out, a tie
         holding): the ranks of each seed's own results, as :meth:`ranks` ranks the means."""
-        from cflib.book.report.tables import REFERENCE_ROWS, paper_rows, rank_methods, rank_summary
+        from cflib.book.report.tables import REFERENCE_ROWS
 
         out = {}
         for c in specs_of("c3lt"):
@@ -391,9 +383,7 @@ class Readings:
                 {0: self.extra[c.chapter]} if c.chapter in self.extra else {})
             k = 0
             for _, df in sorted(seeds.items()):
-                r = rank_summary(rank_methods({"d": df}, [m.name for m in c.metrics],
-                                              paper_rows("c3lt")))["d"]
-                r = r.drop(list(REFERENCE_ROWS), errors="ignore")
+                r = _mean_ranks({"d": df})["d"].drop(list(REFERENCE_ROWS), errors="ignore")
                 k += bool(method in r.index and r[method] <= r.min())
             if seeds:
                 out[DATASET_TITLES[c.dataset]] = seeds_phrase(k, len(seeds))
@@ -472,6 +462,15 @@ class Readings:
         """The candidates of an evidence file, in its order."""
         d = self.evidence(name, dataset, **where)
         return list(dict.fromkeys(d["candidate"]))
+
+
+def _mean_ranks(frames: dict) -> pd.DataFrame:
+    """The cross-dataset page's mean ranks of C3LT results (``{column: results}``): every
+    metric of the table, the paper's rows ranked (:func:`~cflib.book.report.tables.rank_methods`)."""
+    from cflib.book.report.tables import paper_rows, rank_methods, rank_summary
+
+    return rank_summary(rank_methods(frames, [s.name for s in specs_of("c3lt")[0].metrics],
+                                     paper_rows("c3lt")))
 
 
 def environment():
@@ -576,10 +575,10 @@ def readings_for(chapter: str, results_dir) -> Readings:
             other_profile = str(own["profile"].iloc[0])
             if reads_sweep(ch, other, other_profile):
                 _, seeds = read_sweep(other, other_profile, root=results_dir / "sweep", own=own)
-                if len(seeds) > 1:
+                if len(seeds) > 1:       # the means as seed_means makes them, one read
                     extra[f"{other} per seed"] = {k: read_results_frame(v)
                                                   for k, v in seeds.items()}
-                own, _ = seed_means(other, own, other_profile, root=results_dir / "sweep")
+                    own = mean_of_seeds(seeds, list(own.columns))
             extra[other] = own
     return Readings(df, table, dataset, per_seed or None, extra)
 

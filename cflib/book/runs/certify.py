@@ -386,8 +386,10 @@ def changed_statements(old: str, new: str, name: str) -> tuple[list, list]:
         if j1 == j2:
             lines_b.add(max(j1, 1))
     if name == SKELETON:           # the skeleton holds no unit: a unit's lines are its own
-        lines_a = {x for x in lines_a if module_code("x.py", old).unit_at(x) is None} if old else set()
-        lines_b = {x for x in lines_b if module_code("x.py", new).unit_at(x) is None} if new else set()
+        def skeleton_lines(text, lines):
+            code = module_code("x.py", text) if text else None
+            return {x for x in lines if code is not None and code.unit_at(x) is None}
+        lines_a, lines_b = skeleton_lines(old, lines_a), skeleton_lines(new, lines_b)
 
     def pick(text, span, lines):
         if not text or span is None:

@@ -106,6 +106,10 @@ def _keyed(d: pd.DataFrame) -> list[str]:
     return keys
 
 
+#: how a report names the committed results it compared a re-run with
+COMMITTED = "the committed results"
+
+
 @dataclass
 class RerunReport:
     """Every compared value of a re-run: ``table`` has the cell, ``committed``, ``rerun``,
@@ -121,7 +125,11 @@ class RerunReport:
     rows: int
     not_rerun: int = 0
     #: what the re-run was compared with: the committed results, or a given baseline
-    baseline: str = "the committed results"
+    baseline: str = COMMITTED
+
+    @property
+    def against_committed(self) -> bool:
+        return self.baseline == COMMITTED
 
     def counts(self) -> dict[str, int]:
         return {s: int((self.table["status"] == s).sum())
@@ -162,7 +170,7 @@ class RerunReport:
                 sd = "" if np.isnan(r["seed_sd"]) else \
                     f", seed sd {r['seed_sd']:.4g} ({abs(r['diff']) / r['seed_sd']:.1f} sd)" \
                     if r["seed_sd"] > 0 else ", seed sd 0"
-                was = "committed" if self.baseline == "the committed results" else "baseline"
+                was = "committed" if self.against_committed else "baseline"
                 lines.append(f"    {cell}: {was} {r['committed']:.6g}, re-run "
                              f"{r['rerun']:.6g}{sd}")
             if len(shown) > limit:
@@ -178,15 +186,15 @@ def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=None,
     training seeds of the sweep under ``sweep_root`` (default ``results/sweep``; the
     book's own seed taken from the baseline).  The profile of the sweep is the baseline's."""
     committed = committed_table(chapter)
-    base = committed if baseline is None else _read(_csv(baseline, chapter))
-    if baseline is not None:
-        path = Path(_csv(baseline, chapter)).resolve()
-        own = (RESULTS_DIR / f"{chapter}.csv").resolve()
-        if path == own and not _same_values(base, committed):
-            raise ValueError(f"--baseline {rel(path)} is the chapter's results file, edited "
-                             "since the commit (its values are not the committed ones): leave "
-                             "--baseline out to compare with the committed results, or "
-                             f"`git checkout -- {rel(path)}`")
+    base_path = None if baseline is None else Path(_csv(baseline, chapter))
+    base = committed if base_path is None else _read(base_path)
+    if base_path is not None and base_path.resolve() == (RESULTS_DIR / f"{chapter}.csv").resolve():
+        rows, same = _raw_equal(base, committed)
+        if same < rows or len(base) != len(committed):
+            raise ValueError(f"--baseline {rel(base_path)} is the chapter's results file, "
+                             "edited since the commit (its values are not the committed ones): "
+                             "leave --baseline out to compare with the committed results, or "
+                             f"`git checkout -- {rel(base_path)}`")
     profile = profile or str(base["profile"].iloc[0])
     run_path = find_rerun(chapter, profile) if run is None else _csv(run, chapter)
     rerun = _read(run_path)
@@ -217,17 +225,9 @@ def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=None,
     table["seed_sd"] = sd.reindex(idx) if sd is not None else np.nan
     table["n_seeds"] = n.reindex(idx).fillna(0).astype(int) if n is not None else 0
     table["status"] = [_status(r) for r in table.itertuples()]
-    label = ("the committed results" if baseline is None
-             else f"the baseline {rel(Path(_csv(baseline, chapter)))}")
+    label = COMMITTED if base_path is None else f"the baseline {rel(base_path)}"
     return RerunReport(chapter, rel(run_path), table.reset_index(), n_timing, same, rows,
                        not_rerun, label)
-
-
-def _same_values(a: pd.DataFrame, b: pd.DataFrame) -> bool:
-    """Do two results tables hold the same cells and values (as their CSV text)?"""
-    if list(a.columns) != list(b.columns) or len(a) != len(b):
-        return False
-    return a.astype(str).reset_index(drop=True).equals(b.astype(str).reset_index(drop=True))
 
 
 def _comparable(chapter: str, run: str, rerun: pd.DataFrame, base: pd.DataFrame,
