@@ -366,14 +366,14 @@ def cached(kind: str, config: dict, build: Callable[[], nn.Module],
 
     try:
         lock.acquire(timeout=0)
-    except (IsADirectoryError, PermissionError) as err:
+    except Timeout:  # a TimeoutError, so an OSError: caught first
+        log.info("waiting: another process is training %s (%s)", kind, path.name)
+        lock.acquire()
+    except OSError as err:  # a folder, no permission, a link to nowhere or a link loop
         raise RuntimeError(
             f"the lock file {lock.lock_file} of cache entry {path.name} cannot be taken "
             f"({type(err).__name__}: {err.strerror}); remove it (a lock is re-made on the "
             f"next run) or set {CACHE_ENV} to another folder") from None
-    except Timeout:
-        log.info("waiting: another process is training %s (%s)", kind, path.name)
-        lock.acquire()
     try:
         loaded = _try_load(path, config, module)     # trained by the process we waited for
         if loaded is not None:

@@ -150,7 +150,7 @@ def _range_hint(lo: float, hi: float) -> str:
     """The likely fix for a batch outside [-1, 1], read from where its values lie."""
     if lo >= 0 and hi > 1.5:
         return "x / 127.5 - 1 for images in 0..255"
-    if lo >= -1 - 0.01 and hi <= 1 + 0.01:
+    if lo >= X_MIN - 0.01 and hi <= X_MAX + 0.01:
         return ("it overshoots [-1, 1] slightly, as a step or a rounding can: "
                 "x.clamp(-1, 1)")
     if lo >= 0:

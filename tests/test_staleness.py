@@ -361,7 +361,7 @@ def test_the_chapter_twins_guard_probes_raise_and_reach_the_error_paths():
     finally:
         cov.stop()
     probes = scope["_cflib_probes"]
-    assert len(probes) == 18 and set(probes.values()) == {"raised"}, probes
+    assert len(probes) == 20 and set(probes.values()) == {"raised"}, probes
     data = cov.get_data()
     for module, needle in (("cflib/tensors.py", "its values span"),
                            ("cflib/tensors.py", "rescale it to [-1, 1]"),
@@ -369,7 +369,9 @@ def test_the_chapter_twins_guard_probes_raise_and_reach_the_error_paths():
                            ("cflib/io.py", "No space left on device to write"),
                            ("cflib/io.py", '"file write failed" in str(err)'),
                            ("cflib/io.py", "a part of its "),
-                           ("cflib/explainers/records.py", "is not a whole saved explainer")):
+                           ("cflib/explainers/records.py", "is not a whole saved explainer"),
+                           ("cflib/cache.py", "cannot be taken"),
+                           ("cflib/cache.py", "waiting: another process is training")):
         path = PROJECT_ROOT / module
         ran = set(data.lines(str(path)) or [])
         src = path.read_text().splitlines()

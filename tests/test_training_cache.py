@@ -308,3 +308,25 @@ def test_a_folder_where_the_lock_file_goes_is_one_clear_error_before_training(tm
                                            r"taken \(IsADirectoryError"):
         cached("toy", CFG, make, tr)
     assert tr.calls == 0
+
+
+def test_a_lock_file_that_is_a_dangling_link_or_a_loop_is_one_clear_error(tmp_cache):
+    """A lock left as a link to a missing folder (or a link to itself) is named, with
+    the fix, before any training (it was a raw ``OSError`` from filelock)."""
+    import os
+
+    import pytest
+
+    path = cache_path("toy", CFG)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = path.parent / (path.name + ".lock")
+    for target in (path.parent / "no-such-folder" / "x", lock):   # dangling, then a loop
+        os.symlink(target, lock)
+        tr = Trainer()
+        with pytest.raises(RuntimeError, match=r"lock file .*\.lock of cache entry .* cannot "
+                                               r"be taken .*remove it"):
+            cached("toy", CFG, make, tr)
+        assert tr.calls == 0 and not path.exists()
+        lock.unlink()
+    cached("toy", CFG, make, Trainer())                 # removed: it trains and caches
+    assert path.exists()

@@ -116,6 +116,7 @@ def worktree(commit: str) -> Path:
 #: twins: a change on a path that raises cannot move the numbers of a run that completed.
 #: Their outcomes (raised by the function each is there for, raised elsewhere, or
 #: returned) are compared and written into the certificate.
+PROBES_FILE = "probes.json"   # each twin's probe outcomes, beside its coverage
 GUARD_PROBES = """
 import errno as _e, tempfile as _t, torch as _torch
 from pathlib import Path as _P
@@ -188,6 +189,31 @@ _rec.write(_d / "fit", {"kind": _rec.FIT_KIND, "schema": _rec.FIT_SCHEMA, "metho
                         "config": {}, "record": {"method": "x"}}, {})
 _cflib_probe("explainer record resealed without its fields",
              lambda: _rec.read_explainer(_d / "fit"), "read_explainer")
+# the weight cache's lock: a link to nowhere (refused), then held by another holder for a
+# moment (waited for, then the training, which raises here, runs)
+import fcntl as _fcntl, os as _os, threading as _th
+from cflib import cache as _cache
+def _fails(m):
+    raise RuntimeError("the probe's training")
+def _cached():
+    return _cache.cached("probe", {"seed": 0}, lambda: _torch.nn.Linear(1, 1), _fails)
+_was = _os.environ.get(_cache.CACHE_ENV)
+_os.environ[_cache.CACHE_ENV] = str(_d / "cache")
+try:
+    (_d / "cache").mkdir()
+    _lk = _P(str(_cache.cache_path("probe", {"seed": 0})) + ".lock")
+    _os.symlink(_d / "nowhere" / "x", _lk)
+    _cflib_probe("cache lock a link to nowhere", _cached, "cached")
+    _lk.unlink()
+    _fd = _os.open(_lk, _os.O_RDWR | _os.O_CREAT)
+    _fcntl.flock(_fd, _fcntl.LOCK_EX)                     # as filelock holds it
+    _th.Timer(0.2, _os.close, [_fd]).start()              # closing releases it
+    _cflib_probe("cache lock held, then released", _cached, "cached")
+finally:
+    if _was is None:
+        _os.environ.pop(_cache.CACHE_ENV, None)
+    else:
+        _os.environ[_cache.CACHE_ENV] = _was
 """
 
 
@@ -208,7 +234,7 @@ def twin_notebook(chapter: Chapter, tree: Path, coverage_out: Path):
         "config_file=False)\n_cflib_cov.start()")
     probes = nbformat.v4.new_code_cell(
         GUARD_PROBES + "import json as _j\n"
-        f"open({str(coverage_out.with_name('probes.json'))!r}, 'w').write("
+        f"open({str(coverage_out.with_name(PROBES_FILE))!r}, 'w').write("
         "_j.dumps(_cflib_probes, sort_keys=True))")
     stop = nbformat.v4.new_code_cell(
         "_cflib_cov.stop()\nimport json as _j, cflib as _c\n"
@@ -608,7 +634,7 @@ def _judge(ch, meta, base, changed, old: Twin, new: Twin, params) -> dict:
                         for n in differ[:3])
         raise Refused(f"the change moves {ch.name}'s numbers at smoke ({why}): it needs a "
                       f"re-execution (make chapter NB={ch.name})")
-    probes = [json.loads((t.work / "probes.json").read_text()) for t in (old, new)]
+    probes = [json.loads((t.work / PROBES_FILE).read_text()) for t in (old, new)]
     if probes[0] != probes[1] or set(probes[1].values()) != {"raised"}:
         raise Refused(f"the guard probes (certify.GUARD_PROBES) must raise in both twins: "
                       f"old {probes[0]}, new {probes[1]}")
