@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Claim", "Top", "seeds_phrase", "holds"]
+__all__ = ["Claim", "Top", "Reached", "seeds_phrase", "holds", "reaches"]
 
 
 def seeds_phrase(k: int, n: int, unit: str = "training seeds") -> str:
@@ -57,6 +57,12 @@ class Claim:
     metric_b: str = ""
     #: what the values are one per: "training seeds", or "repeats" of one seed
     unit: str = "training seeds"
+    #: ``"better"``: ``a`` better than ``b`` (the default); ``"reaches"``: ``a`` at the
+    #: threshold ``b`` or past it on the metric's worse side (``b`` a number, not a row:
+    #: C3LT's proximity ratio at the redraw ratio or more)
+    relation: str = "better"
+    #: the chapter whose results the values are read from; ``""``: the page's own
+    source: str = ""
 
     @property
     def k(self) -> int:
@@ -93,6 +99,14 @@ class Claim:
         return self.everywhere
 
 
+def reaches(spec, value: float, threshold: float) -> bool:
+    """``value`` at ``threshold`` or past it on ``spec``'s worse side (a lower-is-better
+    ratio of at least the threshold); a missing or infinite value reaches nothing."""
+    if not (math.isfinite(value) and math.isfinite(threshold)):
+        return False
+    return not spec.key(value) < spec.key(threshold)
+
+
 def holds(spec, a: float, b: float, strict: bool = True) -> bool:
     """``a`` better than ``b`` in ``spec``'s direction (``strict=False``: at least as good,
     :meth:`~cflib.metrics.spec.MetricSpec.better`); a tie is no strict lead, a missing or
@@ -123,3 +137,35 @@ class Top:
     def seeds(self) -> str:
         unit = self.claims[0].unit if self.claims else "training seeds"
         return seeds_phrase(self.k, self.n, unit)
+
+
+@dataclass(frozen=True)
+class Reached:
+    """Per pair, where a row reaches a threshold (:meth:`Readings.reaches` claims, one a
+    pair): the pairs where it does in every seed, those where it does in some, and the
+    words for both (``"on 2 of 3 pairs in every training seed, and on 4->6 in 1 of 3
+    training seeds only"``)."""
+
+    claims: tuple[Claim, ...]
+
+    @property
+    def every(self) -> list[str]:
+        return [c.pair for c in self.claims if c.everywhere]
+
+    @property
+    def some(self) -> list[Claim]:
+        return [c for c in self.claims if not c.everywhere and not c.nowhere]
+
+    @property
+    def any(self) -> bool:
+        return bool(self.every or self.some)
+
+    def words(self) -> str:
+        n = len(self.claims)
+        unit = self.claims[0].unit if self.claims else "training seeds"
+        parts = []
+        if self.every:
+            every = "in the one " + unit[:-1] if self.claims[0].n == 1 else "in every " + unit[:-1]
+            parts.append(f"on {len(self.every)} of {n} pairs {every}")
+        parts += [f"on {c.pair} {c.seeds} only" for c in self.some]
+        return ", and ".join(parts)

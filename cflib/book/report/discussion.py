@@ -43,7 +43,8 @@ from cflib.bench.reference import reported_value
 from cflib.bench.results import MEAN_OVER_PAIRS, read_results, tidy
 from cflib.bench.tables.registry import SPECS, spec_of_chapter, specs_of
 from cflib.book.chapters import DISCUSSION, get_chapter
-from cflib.book.report.claims import Claim, Top, holds, seeds_phrase
+from cflib.book.report.claims import Claim, Reached, Top, holds, seeds_phrase
+from cflib.book.report.claims import reaches as claim_reaches
 from cflib.book.report.display import fmt
 from cflib.book.spread import mean_of_seeds, read_sweep
 from cflib.metrics.spec import get_spec
@@ -117,6 +118,8 @@ class Readings:
         self.means = mean_of_seeds(self.per_seed) if len(self.per_seed) > 1 else results
         #: every claim a rendering made (:mod:`cflib.book.report.claims`), in order
         self.claims: list[Claim] = []
+        #: the chapter these results are another chapter's (:meth:`frame`); ``""``: own
+        self.source = ""
 
     # -- one table ------------------------------------------------------------------------
     @staticmethod
@@ -202,9 +205,32 @@ class Readings:
             va = tuple(self.values(a, metric, pair, variant_a, model))
             vb = tuple(self.values(b, metric_b or metric, pair, variant_b, model))
         c = Claim(a, b, metric, va, vb, tuple(holds(spec, x, y, strict) for x, y in zip(va, vb)),
-                  pair, model, variant_a, variant_b, strict, metric_b, over)
+                  pair, model, variant_a, variant_b, strict, metric_b, over,
+                  source=self.source)
         self.claims.append(c)
         return c
+
+    def reaches(self, method: str, metric: str, threshold: float, pair=None,
+                variant: str = "", model: str = "") -> Claim:
+        """``method``'s ``metric`` at ``threshold`` or past it on the metric's worse side
+        (a proximity ratio of at least the redraw ratio), seed by seed, kept in
+        :attr:`claims`."""
+        spec = get_spec(metric)
+        va = tuple(self.values(method, metric, pair, variant, model))
+        vb = (float(threshold),) * len(va)
+        c = Claim(method, repr(float(threshold)), metric, va, vb,
+                  tuple(claim_reaches(spec, x, y) for x, y in zip(va, vb)), pair, model,
+                  variant, relation="reaches", source=self.source)
+        self.claims.append(c)
+        return c
+
+    def redraws(self, method: str = "C3LT") -> Reached:
+        """The pairs where ``method`` moves a query as far as a redraw (its proximity
+        ratio to a real target image at the C3LT table's redraw ratio or more), seed by
+        seed: the page's "an edit or a redraw"."""
+        ratio = specs_of("c3lt")[0].redraw_ratio
+        return Reached(tuple(self.reaches(method, "Proximity_vs_real", ratio, pair=p)
+                             for p in self.pairs()))
 
     def seeds_of(self, method: str, metric: str, model: str = "") -> str:
         """Over which training seeds ``m(method, metric)`` is a mean: ``""`` when over every
@@ -392,7 +418,9 @@ class Readings:
     def frame(self, name: str) -> "Readings":
         """Readings of another chapter's results read beside this one (cross-dataset)."""
         c = spec_of_chapter(name)
-        return Readings(self.extra[name], c.kind, c.dataset)
+        out = Readings(self.extra[name], c.kind, c.dataset, self.extra.get(f"{name} per seed"))
+        out.claims, out.source = self.claims, name      # its claims are this page's
+        return out
 
     def rv(self, method: str, metric: str, repeat: int, model: str = "",
            variant: str = "") -> float:
@@ -539,7 +567,7 @@ def render(template: str, readings: Readings, **context) -> str:
               "evidence", "candidates", "budget_rule", "generator_reading",
               "better_in_repeats", "validity_shortfalls", "seeds_of", "judge_gap",
               "like_explained", "claim_checks", "order", "leads", "claim", "top",
-              "best_rank_seeds")}
+              "best_rank_seeds", "reaches", "redraws")}
     profile = PROFILES.get(str(readings.results["profile"].iloc[0]))
     context = {**_constants(readings, profile), **context}
     return environment().from_string(template).render(
