@@ -99,6 +99,21 @@ def test_a_record_keeps_who_wrote_an_unchanged_file(tmp_path):
     ("default dtype", lambda clf: lambda m, x, t: (__import__("torch").set_default_dtype(
         __import__("torch").float64), x)[1], "default dtype"),
     ("an exit", lambda clf: lambda m, x, t: __import__("sys").exit(0), "called sys.exit"),
+    # forward replaced on the instance: no weight, no hook changes (probe 62, n23)
+    ("forward patched", lambda clf: lambda m, x, t: (
+        setattr(clf, "forward", (lambda f: lambda inp: f(inp).flip(-1))(clf.forward)), x)[1],
+     "forward replaced on the model"),
+    ("a submodule's forward patched", lambda clf: lambda m, x, t: (
+        setattr(clf[1], "forward", lambda inp: inp[:, :3] * 0), x)[1],
+     "forward replaced on 1"),
+    ("its class swapped", lambda clf: lambda m, x, t: (
+        setattr(clf[0], "__class__", type("Other", (__import__("torch").nn.Flatten,), {})),
+        x)[1],
+     "or its class"),
+    ("default device", lambda clf: lambda m, x, t: (
+        __import__("torch").set_default_device("meta"), x)[1], "default device"),
+    ("a BaseException", lambda clf: lambda m, x, t: (_ for _ in ()).throw(_Stop("no")),
+     "failed on table t: _Stop: no"),
 ])
 def test_a_method_that_changes_the_classifier_or_torch_is_refused_by_name(what, make, match):
     import torch
@@ -121,6 +136,70 @@ def test_a_method_that_changes_the_classifier_or_torch_is_refused_by_name(what, 
         ex.explain(torch.zeros(2, 1, 4, 4), 1)
     # torch's global settings are put back, whatever the method did
     assert (torch.is_grad_enabled(), torch.get_default_dtype()) == before
+    assert torch.get_default_device() == torch.device("cpu")
+
+
+class _Stop(BaseException):
+    """A method's own BaseException (not an Exception): named like any failure."""
+
+
+def test_a_method_that_changes_torch_while_being_built_is_refused_before_any_run():
+    """Global state changed in ``__init__`` (probe 62, n21) was never compared: the
+    probe build on the stand-in classifier now is; and an interrupt still passes."""
+    import torch
+
+    from cflib.bench.methods import MethodError, probe, resolve_method
+    from cflib.bench.tables.registry import get_spec
+    from cflib.explainers import Explainer
+
+    class NoGrad(Explainer):
+        name = "NoGrad"
+
+        def __init__(self, classifier, config=None):
+            super().__init__(classifier, config)
+            torch.set_grad_enabled(False)
+
+        def _generate(self, x, target, query, generator):
+            return x
+
+    class Interrupted(NoGrad):
+        name = "Interrupted"
+
+        def __init__(self, classifier, config=None):
+            raise KeyboardInterrupt
+
+    table = get_spec("c3lt-mnist")
+    with pytest.raises(MethodError, match="gradient mode .*when built"):
+        probe(resolve_method(NoGrad), table)
+    assert torch.is_grad_enabled()                     # put back
+    with pytest.raises(KeyboardInterrupt):
+        probe(resolve_method(Interrupted), table)
+
+
+def test_a_linked_seed_folder_or_a_record_outside_results_is_refused(tmp_path):
+    """A seed folder that is a link was published by `cflib readme` and passed `verify`
+    (probe 62, n11); a record naming a file outside the results folder passed (n06)."""
+    import json
+
+    from cflib.book.runs.written import LEDGER, check_written, read_ledger
+    from cflib.book.spread import read_sweep
+
+    sweep = tmp_path / "sweep" / "ch" / "standard"
+    (sweep / "seed1").mkdir(parents=True)
+    (sweep / "seed1" / "ch.csv").write_text("method,metric,value\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (sweep / "seed3").symlink_to(elsewhere)
+    with pytest.raises(ValueError, match="seed3 is a link to a folder"):
+        read_sweep("ch", "standard", root=tmp_path / "sweep")
+    (tmp_path / LEDGER).write_text(json.dumps({"format": 1, "files": {}}))
+    bad = check_written(tmp_path, claimed={"sweep/ch/standard/seed1/ch.csv"})
+    assert any("seed3 is a link to a folder" in b for b in bad), bad
+    for name in ("../README.md", "/etc/passwd", "a/../../b.csv"):
+        (tmp_path / LEDGER).write_text(json.dumps(
+            {"format": 1, "files": {name: {"sha256": "0" * 64}}}))
+        with pytest.raises(ValueError, match="which is not a file under"):
+            read_ledger(tmp_path)
 
 
 # -- the shipped networks are never retrained in silence -------------------------------------

@@ -308,7 +308,8 @@ def test_an_explainer_resealed_without_its_records_fields_is_named(tmp_path, rec
 
     rec.write(tmp_path / "fit", {"kind": rec.FIT_KIND, "schema": rec.FIT_SCHEMA,
                                  "method": "Wachter", "config": {}, "record": record}, {})
-    with pytest.raises(ValueError, match=r"fit\.json is not a whole saved explainer"):
+    with pytest.raises(ValueError, match=r"fit\.json is not a whole saved explainer \(a field is "
+                                         r"missing or malformed: \w+Error: .+\); save it again"):
         Explainer.load(tmp_path / "fit", torch.nn.Linear(4, 3))
 
 

@@ -45,6 +45,10 @@ class Method:
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
+#: what a guard lets through as it is: the user's own interrupt, a generator's close
+_PASSES = (KeyboardInterrupt, GeneratorExit)
+
+
 def _import_path(path: str):
     """The object ``"package.module:Name"`` names; a ValueError names what is missing."""
     if path.count(":") != 1 or not all(path.split(":")):
@@ -69,7 +73,9 @@ def _import_path(path: str):
         raise ValueError(f"method {path!r}: importing module {module!r} called sys.exit"
                          f"({err.code!r}); a method's module defines the method, it does not "
                          "end the run") from None
-    except Exception as err:
+    except _PASSES:
+        raise
+    except BaseException as err:       # a BaseException of the method's own too
         raise ValueError(f"method {path!r}: importing module {module!r} raised "
                          f"{type(err).__name__}: {err}") from err
     obj = mod
@@ -142,17 +148,26 @@ def resolve_method(method, config: dict | None = None) -> Method:
 def probe(method: Method, table: TableSpec) -> None:
     with seeded(0):            # the stand-in's initialisation: the global RNG restored
         clf = table.stand_in(table.model)
+        before = state_of(clf)
         try:
             ex = method.build(clf)
         except SystemExit as err:
             raise ValueError(f"{method.cls.__qualname__}(classifier, config) called sys.exit"
                              f"({err.code!r}) while being built; a method returns "
                              "counterfactuals or raises an error") from None
+        except _PASSES:
+            raise
         except Exception as err:
             err.add_note(f"(raised while building {method.name} as {method.cls.__qualname__}"
                          f"(classifier, config) on the {table.key} table's classifier "
                          "architecture, untrained, before any network is trained)")
             raise
+        except BaseException as err:
+            raise MethodError(f"{method.name} raised {type(err).__name__}: {err} while being "
+                              f"built on the {table.key} table's classifier architecture "
+                              "(not an Exception: a method raises an Exception)") from None
+        _untouched(clf, before, method.name, f"the {table.key} table's classifier "
+                   "architecture, untrained", "when built")
     if not isinstance(ex, Explainer):
         raise TypeError(f"{method.cls.__qualname__}(classifier, config) returned "
                         f"{type(ex).__name__}, not an explainer")
@@ -170,8 +185,15 @@ def state_of(classifier) -> dict:
                      "_backward_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks"):
             for key in getattr(mod, kind, {}) or {}:
                 hooks.append(f"{kind.strip('_')} on {mod_name or 'the model'} ({key})")
-    return {"weights": fingerprint(classifier), "hooks": hooks,
+    # a method (forward above all) replaced on a module's instance, or its class swapped,
+    # changes what it computes without a weight or a hook: each module's own callables
+    patched = {mod_name or "the model": (type(mod), sorted(
+        (k, id(v)) for k, v in vars(mod).items()
+        if callable(v) and not isinstance(v, (torch.nn.Module, type))))
+        for mod_name, mod in classifier.named_modules()}
+    return {"weights": fingerprint(classifier), "hooks": hooks, "patched": patched,
             "grad mode": torch.is_grad_enabled(), "default dtype": torch.get_default_dtype(),
+            "default device": torch.get_default_device(),
             "rng": torch.random.get_rng_state()}
 
 
@@ -190,6 +212,15 @@ def _untouched(classifier, before: dict, name: str, where: str, when: str) -> No
     if extra:
         changed.append(f"a hook left on the classifier ({'; '.join(extra[:3])}); remove it "
                        "(handle.remove()) before returning")
+    swapped = [m for m, v in now["patched"].items() if before["patched"].get(m) != v]
+    if swapped:
+        changed.append(f"the code of the classifier it explains (a method such as forward "
+                       f"replaced on {', '.join(swapped[:3])}, or its class); wrap a copy "
+                       "(copy.deepcopy) instead")
+    if now["default device"] != before["default device"]:
+        torch.set_default_device(before["default device"])
+        changed.append(f"torch's default device ({before['default device']} -> "
+                       f"{now['default device']})")
     if now["grad mode"] != before["grad mode"]:
         torch.set_grad_enabled(before["grad mode"])
         changed.append(f"torch's gradient mode ({before['grad mode']} -> {now['grad mode']})")
@@ -222,7 +253,9 @@ def _guard(ex: Explainer, name: str, where: str, classifier=None,
         except SystemExit as err:
             raise MethodError(f"{name} called sys.exit({err.code!r}) on {where}: a method "
                               "returns counterfactuals or raises an error") from None
-        except Exception as err:
+        except _PASSES:
+            raise
+        except BaseException as err:
             raise MethodError(f"{name} failed on {where}: {type(err).__name__}: {err}") from err
         if classifier is not None:
             _untouched(classifier, before, name, where, "while explaining")
@@ -240,7 +273,9 @@ def _fit(ex: Explainer, name: str, where: str, x_query, x_target, pair) -> Expla
     except SystemExit as err:
         raise MethodError(f"{name} called sys.exit({err.code!r}) while fitting on {where}"
                           ) from None
-    except Exception as err:
+    except _PASSES:
+        raise
+    except BaseException as err:
         raise MethodError(f"{name} failed to fit on {where}: {type(err).__name__}: {err} "
                           "(a method with needs_fit is fitted with fit(x_query, x_target"
                           "[, pair=(query, target)]))") from err
@@ -266,7 +301,9 @@ def entry(method: Method, table: TableSpec) -> catalog.Entry:
         except SystemExit as err:
             raise MethodError(f"{method.name} called sys.exit({err.code!r}) when built on "
                               f"{where}") from None
-        except Exception as err:
+        except _PASSES:
+            raise
+        except BaseException as err:
             raise MethodError(f"{method.name} could not be built on {where}: "
                               f"{type(err).__name__}: {err}") from err
         _untouched(r.classifier, before, method.name, where, "when built")

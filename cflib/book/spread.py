@@ -59,6 +59,9 @@ def read_sweep(chapter: str, profile: str = "standard", root=SWEEP_DIR, own=None
     d = sweep_dir(chapter, profile, root, extra)
     per_seed = {}
     for s in sorted(d.glob("seed*/")):
+        if s.is_symlink():
+            raise ValueError(f"{s} is a link to a folder ({s.resolve()}), not a seed the "
+                             "sweep wrote: a sweep's seeds are its own folders; remove it")
         f = s / f"{chapter}.csv"
         if f.exists():
             per_seed[int(s.name[4:])] = read_table(f)

@@ -220,5 +220,6 @@ def read_explainer(path) -> tuple[str, dict, FitRecord | None]:
         return doc["method"], decode(doc["config"], tensors), record
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         # a pair whose checksum holds but whose document lacks a field (resealed by hand)
-        raise ValueError(f"{stem(path)}.json is not a whole saved explainer ({type(err).__name__}"
-                         f": {err} is missing or malformed); save it again") from None
+        raise ValueError(f"{stem(path)}.json is not a whole saved explainer (a field is "
+                         f"missing or malformed: {type(err).__name__}: {err}); save it "
+                         "again") from None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from cflib.book.runs.paths import RESULTS_DIR, commit, rel
@@ -53,6 +54,11 @@ def read_ledger(root: Path = RESULTS_DIR) -> dict:
         if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)):
             raise ValueError(f"{rel(path)} is not a record of written results files (the "
                              f"entry {name!r} is not a mapping with a sha256); {fix}")
+        parts = Path(name).parts
+        if not parts or Path(name).is_absolute() or ".." in parts or "\\" in name:
+            raise ValueError(f"{rel(path)} records {name!r}, which is not a file under "
+                             f"{rel(Path(root))}/ (the record names results files only, by "
+                             f"their path inside it); {fix}")
     return files
 
 
@@ -123,8 +129,13 @@ def check_written(root: Path = RESULTS_DIR, claimed=()) -> list[str]:
     bad = []
     for f in sorted(root.rglob("*")):
         name = f.relative_to(root).as_posix()
-        if (f.is_dir() or name in claimed or name == LEDGER
-                or any(part.startswith(".") for part in f.relative_to(root).parts)):
+        if any(part.startswith(".") for part in f.relative_to(root).parts):
+            continue
+        if f.is_symlink() and f.is_dir():           # rglob does not enter it: say so
+            bad.append(f"{rel(f)} is a link to a folder ({os.readlink(f)}): a results "
+                       "folder holds what the book's runs wrote, not links; remove it")
+            continue
+        if f.is_dir() or name in claimed or name == LEDGER:
             continue
         if not f.is_file():                         # a link to a device, a FIFO, nothing
             bad.append(f"{rel(f)} is not a plain file (a link to a device, a FIFO or a "
