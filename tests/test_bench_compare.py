@@ -565,3 +565,19 @@ def test_cflib_list_names_the_bench_tables_and_the_catalog(capsys):
     for key in ("c3lt-mnist", "c3lt-fmnist", "bayes-mc_dropout", "bayes-bnn"):
         assert key in out
     assert "methods of the catalog" in out and "C3LT (inverted)" in out and "PSCE" in out
+
+
+def test_a_method_that_switches_grad_off_when_built_stops_the_bench_in_one_line(tmp_path):
+    """Probe 62, n21c: the user's method built on the stand-in classifier switched
+    torch's gradient mode off; the book's Adv. Attack row then failed with a raw autograd
+    error naming no method.  Now the bench stops before any network, naming the method."""
+    import torch
+
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--method", "tests.fixtures.toy:TurnsGradOffWhenBuilt", "--tables",
+              "c3lt-mnist", "--profile", "smoke", "--out", str(tmp_path / "o")])
+    msg = str(e.value)
+    assert msg.startswith("cflib bench: TurnsGradOff changed torch's gradient mode "
+                          "(True -> False), when built"), msg
+    assert "\n" not in msg and torch.is_grad_enabled()
+    assert not (tmp_path / "o").exists()

@@ -443,6 +443,8 @@ def bench(args) -> None:
 
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())          # --method of the current folder, as python -m
+    from cflib.bench.methods import MethodError
+
     config = _bench_config(args.config)
     try:
         plan = prepare(args.method, args.tables, args.profile, config, args.pairs,
@@ -452,7 +454,8 @@ def bench(args) -> None:
     except (ValueError, TypeError, FileNotFoundError) as err:
         notes = "".join(f" {n}" for n in getattr(err, "__notes__", []))
         raise SystemExit(f"cflib bench: {err}{notes}") from None
-    from cflib.bench.methods import MethodError
+    except MethodError as err:       # the method changed torch while built on the stand-in
+        raise SystemExit(_method_failure(err)) from None
 
     with _bench_folder(Path(plan.out), args.force):
         t0 = time.perf_counter()
