@@ -161,11 +161,15 @@ class Reached:
         return bool(self.every or self.some)
 
     def words(self) -> str:
-        n = len(self.claims)
-        unit = self.claims[0].unit if self.claims else "training seeds"
-        parts = []
-        if self.every:
-            every = "in the one " + unit[:-1] if self.claims[0].n == 1 else "in every " + unit[:-1]
-            parts.append(f"on {len(self.every)} of {n} pairs {every}")
-        parts += [f"on {c.pair} {c.seeds} only" for c in self.some]
+        """``"on 2 of 3 pairs in every training seed, and on 4->6 in 1 of 3"`` (the unit
+        said once), ``"on 4->6 in 1 of 3 training seeds only"`` where no pair reaches it
+        in every seed, ``""`` where none reaches it at all."""
+        if not self.claims:
+            return ""
+        n, first = len(self.claims), self.claims[0]
+        every = (seeds_phrase(1, 1, first.unit) if first.n == 1
+                 else f"in every {first.unit[:-1]}")
+        parts = [f"on {len(self.every)} of {n} pairs {every}"] if self.every else []
+        parts += [f"on {c.pair} in {c.k} of {c.n}" if parts else f"on {c.pair} {c.seeds} only"
+                  for c in self.some]
         return ", and ".join(parts)
