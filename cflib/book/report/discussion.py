@@ -109,17 +109,19 @@ class Readings:
     """The numbers a discussion may quote, from one run's results (and its sweep)."""
 
     def __init__(self, results: pd.DataFrame, table: str, dataset: str,
-                 per_seed: dict[int, pd.DataFrame] | None = None, extra: dict | None = None):
+                 per_seed: dict[int, pd.DataFrame] | None = None, extra: dict | None = None,
+                 source: str = "", claims: list[Claim] | None = None):
         self.results, self.table, self.dataset = results, table, dataset
         self.per_seed = per_seed or {int(results["train_seed"].iloc[0]): results}
         self.extra = extra or {}
         #: every cell's mean over the training seeds (this run's results with one seed):
         #: what an ordering, a rank or a check of the page reads, as its tables do
         self.means = mean_of_seeds(self.per_seed) if len(self.per_seed) > 1 else results
-        #: every claim a rendering made (:mod:`cflib.book.report.claims`), in order
-        self.claims: list[Claim] = []
+        #: every claim a rendering made (:mod:`cflib.book.report.claims`), in order; a
+        #: page's :meth:`frame` of another chapter adds to the page's own
+        self.claims: list[Claim] = [] if claims is None else claims
         #: the chapter these results are another chapter's (:meth:`frame`); ``""``: own
-        self.source = ""
+        self.source = source
 
     # -- one table ------------------------------------------------------------------------
     @staticmethod
@@ -418,9 +420,8 @@ class Readings:
     def frame(self, name: str) -> "Readings":
         """Readings of another chapter's results read beside this one (cross-dataset)."""
         c = spec_of_chapter(name)
-        out = Readings(self.extra[name], c.kind, c.dataset, self.extra.get(f"{name} per seed"))
-        out.claims, out.source = self.claims, name      # its claims are this page's
-        return out
+        return Readings(self.extra[name], c.kind, c.dataset, self.extra.get(f"{name} per seed"),
+                        source=name, claims=self.claims)
 
     def rv(self, method: str, metric: str, repeat: int, model: str = "",
            variant: str = "") -> float:
