@@ -45,3 +45,24 @@ def test_the_probes_are_the_attacks_noise_on_the_images_and_uniform_noise():
     near_edge = sink_probes(torch.full((4, 1, 2, 2), 0.9), seed=0)["sign noise"]
     assert near_edge.max() <= 1                     # clamped to the images' range
     assert torch.equal(sink_probes(x, seed=0)["uniform noise"], probes["uniform noise"])
+
+
+def test_the_judges_noise_augmentation_draws_one_radius_per_image_up_to_the_probes():
+    from cflib.bench.tuning import sign_noised
+
+    x = torch.zeros(400, 1, 6, 6)
+    noisy = sign_noised(x, torch.Generator().manual_seed(0))
+    radius = noisy.abs().flatten(1)
+    # one radius per image: every pixel moved by the same amount, in either direction
+    assert torch.allclose(radius.max(1).values, radius.min(1).values)
+    assert radius.max() <= SINK_EPS and radius.min() >= 0
+    # drawn across (0, SINK_EPS): both halves of the range are met
+    r = radius[:, 0]
+    assert (r < SINK_EPS / 4).any() and (r > 3 * SINK_EPS / 4).any()
+    signs = torch.sign(noisy[r > 0.05])
+    assert 0.4 < (signs > 0).float().mean() < 0.6
+    # clamped to the images' range; seeded
+    edge = sign_noised(torch.full((50, 1, 2, 2), 0.95), torch.Generator().manual_seed(1))
+    assert edge.max() <= 1 and edge.min() >= 0.95 - SINK_EPS
+    again = sign_noised(x, torch.Generator().manual_seed(0))
+    assert torch.equal(again, noisy)

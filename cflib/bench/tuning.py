@@ -41,7 +41,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+import torch.nn.functional as F
 
+from cflib import models
 from cflib.bench import catalog, zoo
 from cflib.bench.choices import (  # noqa: F401  (the choices this module makes)
     EXPGAN_CANDIDATES,
@@ -61,10 +63,12 @@ from cflib.bench.data import (
 )
 from cflib.bench.profiles import get_profile, normalised
 from cflib.bench.results import write_table
-from cflib.bench.seeds import Seeds
+from cflib.bench.seeds import Seeds, train_seed
+from cflib.cache import cached
 from cflib.explainers import C3LTInverted, ExpGAN, ExpGANConfig
 from cflib.metrics import im1, proximity
 from cflib.names import unknown_name
+from cflib.training import BestEpoch, _epochs, _logits, accuracy
 
 log = logging.getLogger("cflib")
 
@@ -615,10 +619,97 @@ def measure_judge_sinks(datasets=("mnist", "fmnist"), profile="standard", seed: 
     return pd.DataFrame(rows)
 
 
+#: the judges' noise-trained candidates: each training batch seen twice, as it is and with
+#: sign noise of a radius drawn per image from U(0, SINK_EPS) (what a pixel attack of the
+#: book may leave), its labels kept; everything else as the shipped judge (split, seed,
+#: optimiser, epochs, the best held-out epoch by clean accuracy)
+JUDGE_NOISE = {"SmallCNN": ("judge", "SmallCNN-64", "SmallCNN"),
+               "ResNet": ("judge_resnet", "ResNet 16-32-64 BN GAP", "ResNetJudge"),
+               "MLP": ("judge_mlp", "MLP 784-512-256", "MLPJudge")}
+
+
+def sign_noised(x: torch.Tensor, g: torch.Generator, eps_max: float = SINK_EPS) -> torch.Tensor:
+    """``x`` with sign noise of a radius drawn per image from U(0, ``eps_max``), clamped to
+    [-1, 1] (the judges' noise augmentation)."""
+    eps = torch.rand(len(x), *(1,) * (x.dim() - 1), generator=g).to(x.dtype) * eps_max
+    sign = torch.randint(0, 2, x.shape, generator=g).to(x.dtype) * 2 - 1
+    return (x + eps * sign).clamp(-1, 1)
+
+
+def noise_trained_judge(name: str, dataset: str, profile="standard", seed: int = 0,
+                        device="cpu"):
+    """The judge ``name`` of :data:`JUDGE_NOISE` trained with sign-noise augmentation, through
+    the weight cache; ``info``: held-out and test accuracy, best epoch, and its held-out
+    images (the training split's held-out tenth, for the sink shares off the test split)."""
+    purpose, arch, cls = JUDGE_NOISE[name]
+    p = get_profile(profile)
+    s = train_seed(purpose, seed)
+    epochs = p.nets.judge_epochs
+    cfg = {"kind": "judge_noise", "dataset": dataset, "profile": p.name, "seed": s,
+           "arch": arch, "epochs": epochs, "lr": 1e-3, "batch_size": 128,
+           "train_subset": p.nets.train_subset, "val_fraction": zoo.JUDGE_VAL_FRACTION,
+           "noise": f"sign, radius U(0, {SINK_EPS}) per image, every batch twice",
+           "selection": "held-out accuracy"}
+    x, y = subsample(*load_split(dataset, "train"), p.nets.train_subset, s)
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(s))
+    n_val = max(1, round(zoo.JUDGE_VAL_FRACTION * len(x)))
+    val, fit = perm[:n_val], perm[n_val:]
+    xf, yf = x[fit], y[fit]
+
+    def train(model):
+        dev = next(model.parameters()).device
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        keep = BestEpoch(model, higher=True)
+        g = torch.Generator().manual_seed(s + 1)
+
+        def batch_loss(idx):
+            xb, yb = xf[idx], yf[idx]
+            xb = torch.cat([xb, sign_noised(xb, g)]).to(dev)
+            return F.cross_entropy(_logits(model, xb), torch.cat([yb, yb]).to(dev))
+
+        ran = _epochs(model, opt, len(xf), epochs, 128, s, f"noise-trained {name} {dataset}",
+                      batch_loss, keep, lambda: accuracy(model, x[val], y[val]))
+        return {"epochs_run": ran, "best_epoch": keep.epoch, "val_accuracy": keep.best,
+                "test_accuracy": accuracy(model, *load_split(dataset, "test"))}
+
+    model, info = cached("judge_noise", cfg, getattr(models, cls), train, device)
+    return model, {**info, "held_out": x[val]}
+
+
+def tune_judge_noise(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
+                     device="cpu") -> pd.DataFrame:
+    """The shipped judges beside their noise-trained candidates (:func:`noise_trained_judge`):
+    per dataset and network, the sink shares on :data:`SINK_IMAGES` held-out *training*
+    images (the split's held-out tenth: what a choice may look at) and on as many test
+    images (the probe of :func:`measure_judge_sinks`), with sign noise of :data:`SINK_EPS`
+    and as uniform noise, and the clean test accuracy."""
+    rows = []
+    for d in map(canonical_dataset, datasets):
+        xt, yt = subsample(*load_split(d, "test"), SINK_IMAGES, seed)
+        shipped = zoo.judges(d, profile, seed, device)
+        for name in JUDGE_NOISE:
+            cand, info = noise_trained_judge(name, d, profile, seed, device)
+            xh = subsample(info["held_out"], torch.zeros(len(info["held_out"])), SINK_IMAGES,
+                           seed)[0]
+            for label, net in ((f"{name} judge", shipped[name][0]),
+                               (f"{name} judge, noise-trained", cand)):
+                net.eval()
+                row = {"dataset": d, "candidate": label}
+                rows.append({**row, "metric": "Accuracy (clean test)",
+                             "value": accuracy(net, *load_split(d, "test"))})
+                for where, xs in (("held-out training", xh), ("test", xt)):
+                    for kind, imgs in sink_probes(xs, seed).items():
+                        c, share = sink_share(net, imgs.to(device))
+                        rows += [{**row, "metric": f"Sink share ({kind}, {where})", "value": share},
+                                 {**row, "metric": f"Sink class ({kind}, {where})", "value": c}]
+    return pd.DataFrame(rows)
+
+
 TUNERS = {"im_autoencoder": tune_im_autoencoder, "expgan": tune_expgan, "c3lt": tune_c3lt,
           "c3lt_budget": tune_c3lt_budget, "latent_search": tune_latent_search,
           "c3lt_generator": tune_c3lt_generator, "generators": train_generators,
-          "c3lt_levers": tune_c3lt_levers, "judge_sinks": measure_judge_sinks}
+          "c3lt_levers": tune_c3lt_levers, "judge_sinks": measure_judge_sinks,
+          "judge_noise": tune_judge_noise}
 
 
 def main(argv=None) -> None:
