@@ -198,3 +198,17 @@ def test_the_best_mean_rank_says_in_how_many_seeds_it_is_the_best():
                  {"mnist_eval": per_seed[0], "mnist_eval per seed": per_seed})
     assert r.best_rank_seeds("CEM") == {"MNIST": "in 2 of 3 training seeds"}
     assert r.best_rank_seeds("CVE") == {"MNIST": "in 1 of 3 training seeds"}
+
+
+def test_a_time_is_quoted_from_the_pages_own_run_not_averaged_over_the_seeds_runs():
+    """Times belong to their runs: ``v`` reads the page's own run (here training seed 1 of
+    three, built with another time than the others), and the CEM sentence of the C3LT
+    template quotes its time through ``v``, not the seeds' mean ``m``."""
+    per_seed = {0: _frame(0, 3.0, 1.0), 1: _frame(1, 0.7, 1.0), 2: _frame(2, 2.0, 1.0)}
+    r = Readings(per_seed[1], "c3lt", "mnist", per_seed)
+    assert r.v("A", "Proximity") == 0.7
+    assert r.m("A", "Proximity") == pytest.approx(1.9)
+    assert render('{{ v("A", "Proximity") }} here', r) == "0.7 here"
+    template = template_path("c3lt_table").read_text()
+    assert 'v("CEM", "Seconds_per_CF")' in template
+    assert not re.search(r'\bm\("[^"]+", "Seconds_per_CF"', template)   # no time is a mean

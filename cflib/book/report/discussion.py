@@ -152,11 +152,6 @@ class Readings:
     def n_seeds(self) -> int:
         return len(self.per_seed)
 
-    @property
-    def own_seed(self) -> int:
-        """The training seed of the page's own run: the one ``v`` reads."""
-        return int(self.results["train_seed"].iloc[0])
-
     def m(self, *args, **kw) -> float:
         vals = [v for v in self.values(*args, **kw) if math.isfinite(v)]
         return sum(vals) / len(vals) if vals else math.nan
