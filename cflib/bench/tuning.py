@@ -640,7 +640,8 @@ def noise_trained_judge(name: str, dataset: str, profile="standard", seed: int =
                         device="cpu"):
     """The judge ``name`` of :data:`JUDGE_NOISE` trained with sign-noise augmentation, through
     the weight cache; ``info``: held-out and test accuracy, best epoch, and its held-out
-    images (the training split's held-out tenth, for the sink shares off the test split)."""
+    images and labels (the training split's held-out tenth, for the sink shares off the test
+    split)."""
     purpose, arch, cls = JUDGE_NOISE[name]
     p = get_profile(profile)
     s = train_seed(purpose, seed)
@@ -673,7 +674,7 @@ def noise_trained_judge(name: str, dataset: str, profile="standard", seed: int =
                 "test_accuracy": accuracy(model, *load_split(dataset, "test"))}
 
     model, info = cached("judge_noise", cfg, getattr(models, cls), train, device)
-    return model, {**info, "held_out": x[val]}
+    return model, {**info, "held_out": (x[val], y[val])}
 
 
 def tune_judge_noise(datasets=("mnist", "fmnist"), profile="standard", seed: int = 0,
@@ -685,18 +686,18 @@ def tune_judge_noise(datasets=("mnist", "fmnist"), profile="standard", seed: int
     and as uniform noise, and the clean test accuracy."""
     rows = []
     for d in map(canonical_dataset, datasets):
-        xt, yt = subsample(*load_split(d, "test"), SINK_IMAGES, seed)
+        test = load_split(d, "test")             # read once a dataset
+        xt, _ = subsample(*test, SINK_IMAGES, seed)
         shipped = zoo.judges(d, profile, seed, device)
         for name in JUDGE_NOISE:
             cand, info = noise_trained_judge(name, d, profile, seed, device)
-            xh = subsample(info["held_out"], torch.zeros(len(info["held_out"])), SINK_IMAGES,
-                           seed)[0]
+            xh, _ = subsample(*info["held_out"], SINK_IMAGES, seed)
             for label, net in ((f"{name} judge", shipped[name][0]),
                                (f"{name} judge, noise-trained", cand)):
                 net.eval()
                 row = {"dataset": d, "candidate": label}
                 rows.append({**row, "metric": "Accuracy (clean test)",
-                             "value": accuracy(net, *load_split(d, "test"))})
+                             "value": accuracy(net, *test)})
                 for where, xs in (("held-out training", xh), ("test", xt)):
                     for kind, imgs in sink_probes(xs, seed).items():
                         c, share = sink_share(net, imgs.to(device))
