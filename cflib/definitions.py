@@ -250,8 +250,9 @@ def _anonymous(node: ast.AST) -> str:
 
 
 def unit_shapes(text: str) -> dict[str, str]:
-    """``{digest of the unit with its name left out: unit name}`` of a module's units (a
-    unit moved to another module, or renamed, keeps this digest)."""
+    """``{digest of the unit with its name left out: unit name}`` of a module's units and
+    classes, a class whole (a unit or a class moved to another module, or renamed, keeps
+    this digest)."""
     try:
         tree = strip_docstrings(ast.parse(text))
     except SyntaxError:
@@ -263,6 +264,7 @@ def unit_shapes(text: str) -> dict[str, str]:
             if isinstance(node, _DEFS):
                 out[_anonymous(node)] = prefix + node.name
             elif isinstance(node, ast.ClassDef):
+                out[_anonymous(node)] = prefix + node.name
                 walk(node.body, f"{prefix}{node.name}.")
 
     walk(tree.body, "")

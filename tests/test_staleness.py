@@ -380,3 +380,34 @@ def test_the_chapter_twins_guard_probes_raise_and_reach_the_error_paths():
         while line not in ran and line > 1 and not src[line - 1].lstrip().startswith(("def ", "if ")):
             line -= 1
         assert line in ran, (module, needle)
+
+
+def test_a_class_moved_to_another_module_unchanged_is_a_move_a_changed_one_is_not(
+        tmp_path, monkeypatch):
+    """A certify of networks skips a definition moved unchanged (its lines did not change;
+    its callers' changed lines run in the twins): a class whole too, not only a function."""
+    from cflib.book.runs import certify
+    from cflib.definitions import unit_shapes
+
+    cls = textwrap.dedent('''
+        class Noise:
+            """Doc."""
+
+            def __init__(self, eps):
+                if eps <= 0:
+                    raise ValueError("eps")
+                self.eps = eps
+
+            def __call__(self, x):
+                return x + self.eps
+        ''')
+    old = "import torch\n\nX = 1\n" + cls
+    assert "Noise" in unit_shapes(old).values() and "Noise.__call__" in unit_shapes(old).values()
+    (tmp_path / "cflib").mkdir()
+    monkeypatch.setattr(certify, "PROJECT_ROOT", tmp_path)
+    new = tmp_path / "cflib" / "augment.py"
+    new.write_text('"""Another module."""\n' + cls.replace('"""Doc."""', '"""Other doc."""'))
+    assert certify._moved(old, "Noise")                       # moved, docstring aside
+    new.write_text(cls.replace("raise ValueError", "raise TypeError"))
+    assert not certify._moved(old, "Noise")                   # moved and changed
+    assert not certify._moved(old, "Gone")                    # not in the old text at all
