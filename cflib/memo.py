@@ -6,7 +6,8 @@ A memoized step (a method's counterfactuals on one pair, say) is looked up by it
 method, pair, seeds, profile, config, a digest of the query images, the explained
 network's fingerprint) and kept with the **definitions it ran** (:mod:`cflib.trace`:
 ``{"cflib/x.py::unit": digest}``) and the **networks it used** (each cache or shipped file,
-its size and modification time).  A later lookup with the same inputs returns the kept
+its size and the sha256 of its bytes: the same file in another clone is the same
+network).  A later lookup with the same inputs returns the kept
 result only when every one of those definitions still has its digest and every network
 file is the one it used; else the step runs again and replaces the entry.  A hit counts
 the step's definitions and networks as used by the enclosing run (:func:`cflib.trace.note`,
@@ -21,12 +22,14 @@ nothing).  Without the tracer available (a debugger is on) a step is computed an
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -70,15 +73,42 @@ def _network_file(entry: dict) -> Path | None:
     return cache_root() / entry["entry"]
 
 
+@lru_cache(maxsize=1024)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    """The sha256 of a file's bytes (kept while its size and modification time are)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _stat(entry: dict) -> list | None:
+    """What a network file is: its size and the sha256 of its bytes, so that the same file
+    in another checkout, clone or copy (another modification time) is the same network;
+    None when it is gone."""
     f = _network_file(entry)
     try:
         st = f.stat() if f is not None else None
         if st is None:
             return None
+        return [st.st_size, _sha256(str(f), st.st_size, st.st_mtime_ns)]
     except OSError:
         return None
-    return [st.st_size, st.st_mtime_ns]
+
+
+def _same_network(net: dict) -> bool:
+    """Is a step's network file the one it used?  By content; an entry kept before
+    networks were told by content recorded ``[size, mtime_ns]``, compared as it was."""
+    kept = net.get("stat")
+    if isinstance(kept, list) and len(kept) == 2 and isinstance(kept[1], int):
+        f = _network_file(net)
+        try:
+            st = f.stat() if f is not None else None
+        except OSError:
+            return False
+        return st is not None and [st.st_size, st.st_mtime_ns] == kept
+    return _stat(net) == kept
 
 
 def _valid(record: dict) -> str | None:
@@ -92,7 +122,7 @@ def _valid(record: dict) -> str | None:
     for net in record.get("networks", []):
         if net.get("origin", "").startswith("trained, not cached"):
             return f"network {net['entry']} was not cached"
-        if _stat(net) != net.get("stat"):
+        if not _same_network(net):
             return f"network {net['entry']} changed"
     return None
 

@@ -124,3 +124,47 @@ def test_the_key_of_a_built_method_changes_with_its_state():
     assert a != state_key(Toy(2.0, torch.zeros(3)))       # other weights
     assert a != state_key(Toy(1.0, torch.ones(3)))        # another pool
     assert tensor_digest(torch.zeros(3)) != tensor_digest(torch.zeros(4))
+
+
+def test_a_network_is_told_by_its_content_not_its_files_date(scratch, monkeypatch, cache):  # noqa: F811
+    """The same network file in another clone or worktree (another modification time) is
+    the same network; other bytes of the same size are not; an entry kept before files were
+    told by content ([size, mtime]) is compared as it was."""
+    import os
+
+    mod = scratch(V1)
+    cache.mkdir(parents=True, exist_ok=True)
+    net = cache / "toy-net.pt"
+    net.write_bytes(b"weights-a")
+    used = [{"kind": "toy", "entry": net.name, "origin": "cache", "provenance": "", "code": {}}]
+    answers = []
+    # the step asks which networks were used before and after it computes: none, then ours
+    monkeypatch.setattr(memo, "networks_used",
+                        lambda since=0: (answers.append(1), [] if len(answers) % 2 else used)[1])
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return mod.main(1.0)
+
+    memo.memoized("toy", {"x": 1}, compute, _save, _load)
+    os.utime(net, ns=(1, 1))                        # the same bytes, another date
+    memo.memoized("toy", {"x": 1}, compute, _save, _load)
+    assert len(calls) == 1
+    net.write_bytes(b"weights-b")                   # other bytes of the same size
+    memo.memoized("toy", {"x": 1}, compute, _save, _load)
+    assert len(calls) == 2
+    # an entry of the earlier format: size and date, compared as they were
+    record = next((cache / "memo" / "toy").glob("*/record.json"))
+    kept = json.loads(record.read_text())
+    st = net.stat()
+    kept["networks"][0]["stat"] = [st.st_size, st.st_mtime_ns]
+    record.write_text(json.dumps(kept))
+    memo.memoized("toy", {"x": 1}, compute, _save, _load)
+    assert len(calls) == 2
+    os.utime(net, ns=(2, 2))
+    memo.memoized("toy", {"x": 1}, compute, _save, _load)
+    assert len(calls) == 3
+    net.unlink()                                    # gone: computed again
+    memo.memoized("toy", {"x": 1}, compute, _save, _load)
+    assert len(calls) == 4
