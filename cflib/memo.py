@@ -22,14 +22,12 @@ nothing).  Without the tracer available (a debugger is on) a step is computed an
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
 import time
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -37,6 +35,7 @@ from cflib import trace
 from cflib.cache import cache_key, cache_root, networks_used, note_used
 from cflib.definitions import CHECKOUT, module_code
 from cflib.env import flag
+from cflib.shipped import file_sha256, shipped_root
 
 log = logging.getLogger("cflib")
 T = TypeVar("T")
@@ -66,49 +65,24 @@ def changed_units(units: dict[str, str]) -> list[str]:
 
 def _network_file(entry: dict) -> Path | None:
     if entry.get("origin") == "shipped":        # its file's name under the shipped folder
-        from cflib.shipped import shipped_root
-
         root = shipped_root()
         return root / entry["entry"] if root is not None else None
     return cache_root() / entry["entry"]
 
 
-@lru_cache(maxsize=1024)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    """The sha256 of a file's bytes (kept while its size and modification time are)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _stat(entry: dict) -> list | None:
+def _stat(entry: dict, by_date: bool = False) -> list | None:
     """What a network file is: its size and the sha256 of its bytes, so that the same file
     in another checkout, clone or copy (another modification time) is the same network;
-    None when it is gone."""
+    ``by_date``: its size and modification time, what an entry kept before networks were
+    told by content recorded.  None when it is gone."""
     f = _network_file(entry)
     try:
         st = f.stat() if f is not None else None
         if st is None:
             return None
-        return [st.st_size, _sha256(str(f), st.st_size, st.st_mtime_ns)]
+        return [st.st_size, st.st_mtime_ns if by_date else file_sha256(f)]
     except OSError:
         return None
-
-
-def _same_network(net: dict) -> bool:
-    """Is a step's network file the one it used?  By content; an entry kept before
-    networks were told by content recorded ``[size, mtime_ns]``, compared as it was."""
-    kept = net.get("stat")
-    if isinstance(kept, list) and len(kept) == 2 and isinstance(kept[1], int):
-        f = _network_file(net)
-        try:
-            st = f.stat() if f is not None else None
-        except OSError:
-            return False
-        return st is not None and [st.st_size, st.st_mtime_ns] == kept
-    return _stat(net) == kept
 
 
 def _valid(record: dict) -> str | None:
@@ -122,7 +96,9 @@ def _valid(record: dict) -> str | None:
     for net in record.get("networks", []):
         if net.get("origin", "").startswith("trained, not cached"):
             return f"network {net['entry']} was not cached"
-        if not _same_network(net):
+        kept = net.get("stat")
+        by_date = isinstance(kept, list) and len(kept) == 2 and isinstance(kept[1], int)
+        if _stat(net, by_date) != kept:
             return f"network {net['entry']} changed"
     return None
 

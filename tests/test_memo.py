@@ -137,10 +137,15 @@ def test_a_network_is_told_by_its_content_not_its_files_date(scratch, monkeypatc
     net = cache / "toy-net.pt"
     net.write_bytes(b"weights-a")
     used = [{"kind": "toy", "entry": net.name, "origin": "cache", "provenance": "", "code": {}}]
-    answers = []
-    # the step asks which networks were used before and after it computes: none, then ours
-    monkeypatch.setattr(memo, "networks_used",
-                        lambda since=0: (answers.append(1), [] if len(answers) % 2 else used)[1])
+    asked = []
+
+    def networks_used(since=0):
+        """The step asks which networks were used before and after it computes: none, then
+        ours."""
+        asked.append(since)
+        return used if len(asked) % 2 == 0 else []
+
+    monkeypatch.setattr(memo, "networks_used", networks_used)
     calls = []
 
     def compute():
