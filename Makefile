@@ -11,7 +11,7 @@ export CFLIB_DATA ?= $(CURDIR)/data
 
 RERUN   ?=
 
-.PHONY: help browser book test chapter html clean install stale certify sweep benchmark gpu-check gpu-data mutants
+.PHONY: help browser book test chapter html clean install stale certify sweep benchmark gpu-check gpu-data gpu-tree mutants
 
 # make help: every target, one line each (the lines starting "##")
 help:
@@ -26,6 +26,7 @@ help:
 ## make html       the book from the committed chapters only
 ## make benchmark  throughput of every explainer against the measured peak
 ## make gpu-check  on a GPU machine: device tests, chapter timing, throughput
+## make gpu-tree   what gpu-check needs (code, tests, data archive; 43 MiB) as the branch gpu-check
 ## make clean      remove _build and the generated notebooks
 
 $(VENV)/.installed: pyproject.toml
@@ -76,10 +77,17 @@ benchmark: $(VENV)/.installed
 gpu-check:
 	bash benchmarks/gpu_check.sh
 
+# what travels to a GPU machine (64 MiB at most): the branch gpu-check, HEAD's code, tests,
+# benchmarks and notebooks without the shipped networks, results and pages, and the data
+# archive to carry (_build/gpu-data); benchmarks/gpu_travel.py says how to send it
+gpu-tree: $(VENV)/.installed gpu-data
+	$(PY) benchmarks/gpu_travel.py branch
+
 gpu-data:
 	mkdir -p _build/gpu-data
-	cd "$(CFLIB_DATA)" && grep ' MNIST/' SHA256SUMS > $(CURDIR)/_build/gpu-data/SHA256SUMS && \
-		tar -czf $(CURDIR)/_build/gpu-data/mnist.tar.gz MNIST -C $(CURDIR)/_build/gpu-data SHA256SUMS
+	cd "$(CFLIB_DATA)" && cat SHA256SUMS > $(CURDIR)/_build/gpu-data/SHA256SUMS && \
+		tar -czf $(CURDIR)/_build/gpu-data/data.tar.gz MNIST FashionMNIST -C $(CURDIR)/_build/gpu-data SHA256SUMS
+	rm -f _build/gpu-data/mnist.tar.gz
 
 # which chapters are stale, and why
 stale: $(VENV)/.installed
