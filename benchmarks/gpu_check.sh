@@ -14,9 +14,9 @@
 # benchmark's quantization setting, 42 MiB; carry _build/gpu-data to the machine).
 # Writes under GPU_CHECK_OUT (default _build/gpu-check/): device_tests.txt,
 # performance-cuda.csv (+ _machine.csv) and performance-cuda_chapter.csv.
-# What it needs travels in about 13 MiB (benchmarks/gpu_travel.py: the branch `gpu-check`).
-# A rehearsal on a machine without a GPU, from that branch's tree (tests/test_gpu_travel.py):
-#   GPU_CHECK_DEVICE=cpu GPU_CHECK_PROFILE=smoke bash benchmarks/gpu_check.sh
+# What it needs travels in 42 MiB, the archive included (`make gpu-tree`: the branch
+# `gpu-check`, benchmarks/gpu_travel.py).  A rehearsal on a machine without a GPU, from
+# that branch's tree: GPU_CHECK_DEVICE=cpu GPU_CHECK_PROFILE=smoke bash benchmarks/gpu_check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -26,7 +26,7 @@ PROFILE="${GPU_CHECK_PROFILE:-standard}"
 mkdir -p "$OUT_DIR"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # (make's CFLIB_DATA defaults to ./data, which the tree that travels does not hold)
-if [ ! -d "${CFLIB_DATA:-/nonexistent}/MNIST/raw" ]; then
+if [ ! -d "${CFLIB_DATA:-/nonexistent}/MNIST/raw" ] || [ ! -d "$CFLIB_DATA/FashionMNIST/raw" ]; then
   archive=_build/gpu-data/data.tar.gz
   [ -f "$archive" ] || { echo "gpu-check: set CFLIB_DATA, or run make gpu-data and carry _build/gpu-data" >&2; exit 1; }
   export CFLIB_DATA="$(mktemp -d)"

@@ -1,5 +1,6 @@
 """What `make gpu-check` needs on the GPU machine, and nothing else: a tree of at most 64 MiB.
 
+    python benchmarks/gpu_travel.py data      # the data archive to carry (make gpu-data)
     python benchmarks/gpu_travel.py size      # what would travel, file group by file group
     python benchmarks/gpu_travel.py branch    # write it as the branch `gpu-check`
 
@@ -8,7 +9,8 @@ that git does not ignore) plus the paths it is told to carry, 64 MiB in all.  Th
 repository is larger than that (its shipped networks alone are about 41 MB), and the
 gpu-check needs none of the shipped networks, results or pages: it trains every network
 from an empty cache (``CFLIB_SHIPPED=off``) with the code, runs the device tests and the
-benchmarks, and reads MNIST and Fashion-MNIST from the archive `make gpu-data` writes.
+benchmarks, and reads MNIST and Fashion-MNIST from the archive :func:`write_archive`
+writes (`make gpu-data`).
 
 ``branch`` writes a commit holding only :data:`TRAVELS` of ``HEAD`` (its tree, not the
 working tree's edits) as the local branch ``gpu-check``, its message naming the commit it
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -77,35 +80,52 @@ def tracked(rev: str = "HEAD") -> dict[str, tuple[str, str, int]]:
     return files
 
 
-def archive_bytes(data_root: str | os.PathLike | None = None) -> int:
-    """The size of the data archive `make gpu-data` writes: the one already written, else
-    one written now from ``data_root`` (``CFLIB_DATA``) into a temporary folder."""
-    if (ROOT / DATA_ARCHIVE).is_file() and data_root is None:
-        return (ROOT / DATA_ARCHIVE).stat().st_size
+def _data_root(data_root: str | os.PathLike | None) -> Path:
     root = Path(data_root or os.environ.get("CFLIB_DATA") or ROOT / "data")
     missing = [d for d in DATASETS if not (root / d).is_dir()]
     if missing:
         raise FileNotFoundError(f"no {', '.join(missing)} under {root}: set CFLIB_DATA to the "
                                 "data root")
+    return root
+
+
+def write_archive(out: str | os.PathLike, data_root: str | os.PathLike | None = None) -> Path:
+    """The data archive the gpu-check unpacks: :data:`DATASETS` of ``data_root``
+    (``CFLIB_DATA``) and its ``SHA256SUMS`` (cflib checks the files against it), gzipped;
+    written whole or not at all."""
+    root, out = _data_root(data_root), Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    part = out.with_name(out.name + ".part")
+    with tarfile.open(part, "w:gz", compresslevel=6) as tar:     # gzip's default, as tar -z
+        for d in DATASETS:
+            tar.add(root / d, arcname=d)
+        if (root / "SHA256SUMS").is_file():
+            tar.add(root / "SHA256SUMS", arcname="SHA256SUMS")
+    return part.replace(out)
+
+
+def archive_bytes(data_root: str | os.PathLike | None = None,
+                  archive: str | os.PathLike | None = None) -> int:
+    """The size of the data archive: ``archive``, else the one `make gpu-data` wrote, else
+    (or with ``data_root``) one written now into a temporary folder."""
+    if archive is not None:
+        return Path(archive).stat().st_size
+    if (ROOT / DATA_ARCHIVE).is_file() and data_root is None:
+        return (ROOT / DATA_ARCHIVE).stat().st_size
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "data.tar.gz"
-        with tarfile.open(out, "w:gz", compresslevel=6) as tar:   # gzip's default, as tar -z
-            for d in DATASETS:
-                tar.add(root / d, arcname=d)
-            if (root / "SHA256SUMS").is_file():
-                tar.add(root / "SHA256SUMS", arcname="SHA256SUMS")
-        return out.stat().st_size
+        return write_archive(Path(tmp) / DATA_ARCHIVE.name, data_root).stat().st_size
 
 
-def travel_bytes(rev: str = "HEAD", data_root: str | os.PathLike | None = None) -> dict[str, int]:
+def travel_bytes(rev: str = "HEAD", data_root: str | os.PathLike | None = None,
+                 archive: str | os.PathLike | None = None) -> dict[str, int]:
     """What a gpu-check call sends from the branch :func:`write_branch` makes of ``rev``,
-    in bytes, by group (the top folder or file), with the MNIST archive and the total."""
+    in bytes, by group (the top folder or file), with the data archive and the total."""
     groups: dict[str, int] = {}
     for path, (_, _, size) in tracked(rev).items():
         if travels(path):
             top = path.split("/", 1)[0]
             groups[top] = groups.get(top, 0) + size
-    groups["_build/gpu-data (carried)"] = archive_bytes(data_root)
+    groups["_build/gpu-data (carried)"] = archive_bytes(data_root, archive)
     groups["total"] = sum(groups.values())
     return groups
 
@@ -127,9 +147,14 @@ def write_branch(rev: str = "HEAD", branch: str = BRANCH) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("size", "branch"))
+    ap.add_argument("what", choices=("data", "size", "branch"))
     ap.add_argument("--rev", default="HEAD")
     args = ap.parse_args(argv)
+    if args.what == "data":     # the folder is the archive's alone (an earlier one goes)
+        shutil.rmtree(ROOT / DATA_ARCHIVE.parent, ignore_errors=True)
+        out = write_archive(ROOT / DATA_ARCHIVE)
+        print(f"{out.relative_to(ROOT)}: {out.stat().st_size / 2**20:.2f} MiB")
+        return 0
     sizes = travel_bytes(args.rev)
     for group, n in sizes.items():
         print(f"{group:<32} {n / 2**20:8.2f} MiB")
