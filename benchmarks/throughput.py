@@ -4,6 +4,7 @@ measured peak (a roofline), and the passes per-sample stopping saves.
     .venv/bin/python benchmarks/throughput.py [--device cpu|cuda] [--images 128]
         [--batch-sizes 8 32 128] [--threads 2] [--out results/performance.csv]
     .venv/bin/python benchmarks/throughput.py --ops-only     # the operator profile alone
+    .venv/bin/python benchmarks/throughput.py --methods CEM --update  # re-time some methods
     make benchmark [DEVICE=cuda]
 
 For each method of the catalog (``cflib.bench.catalog.build`` at the ``smoke`` profile:
@@ -453,6 +454,17 @@ def one_at_a_time(ex, x, target, dev, repeats: int) -> dict:
             "passes": sum(c.meta["model_passes"] for c in cfs) / len(cfs)}
 
 
+def update_rows(old: pd.DataFrame, new: pd.DataFrame, device: str) -> pd.DataFrame:
+    """``old`` with the rows of ``new``'s methods on ``device`` replaced by ``new``'s, in
+    ``old``'s order of methods (a method ``old`` lacks goes last); every other row as it
+    was."""
+    kept = old[~(old["method"].isin(set(new["method"])) & (old["device"] == device))]
+    order = {m: i for i, m in enumerate(dict.fromkeys([*old["method"], *new["method"]]))}
+    out = pd.concat([kept, new], ignore_index=True)
+    return out.sort_values("method", key=lambda c: c.map(order), kind="stable",
+                           ignore_index=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default=os.environ.get("DEVICE", "cpu"))
@@ -472,6 +484,9 @@ def main(argv=None) -> None:
     ap.add_argument("--methods", nargs="+",
                     default=[m for m in catalog.CATALOG if m != "CEM (paper budget)"])
     ap.add_argument("--out", default=str(ROOT / "results" / "performance.csv"))
+    ap.add_argument("--update", action="store_true",
+                    help="replace only the rows of --methods in --out (and every loop's row); "
+                         "the other methods' rows stay as they were measured")
     ap.add_argument("--ops-only", action="store_true",
                     help="only the operator profile of the loops and the searches "
                          "(performance_ops.csv beside --out), no timings")
@@ -563,9 +578,16 @@ def main(argv=None) -> None:
     df["fraction_of_peak"] = df["flops_per_s"] / peak
     df["fraction_of_roofline"] = df["flops_per_s"] / df["roofline_flops_per_s"]
     df["memory_bound"] = df["intensity"] < peak / bandwidth
+    written = []
+    if args.update and Path(args.out).exists():
+        # each row keeps the peak it was measured against; the machine file stays with
+        # the rows of the last full run
+        df = update_rows(pd.read_csv(args.out), df, dev.type)
+    else:
+        written.append(write_table(
+            pk, Path(args.out).with_name(Path(args.out).stem + "_machine.csv")))
     out = write_table(df, args.out)
-    machine_csv = write_table(pk, Path(args.out).with_name(Path(args.out).stem + "_machine.csv"))
-    record_results([out, machine_csv], command_line("benchmarks/throughput.py", sys.argv[1:]))
+    record_results([out, *written], command_line("benchmarks/throughput.py", sys.argv[1:]))
     print(f"written {out}; largest fraction of peak {df['fraction_of_peak'].max():.3f}")
 
 

@@ -38,6 +38,20 @@ def test_every_catalog_method_is_benchmarked_with_its_tables_classifier(throughp
     assert "C3LT" not in throughput.ITERATIVE and "Latent search" in throughput.ITERATIVE
 
 
+def test_an_update_replaces_only_the_measured_methods_rows(throughput):
+    import pandas as pd
+
+    old = pd.DataFrame({"method": ["A", "A", "CEM", "CEM", "B", "CEM"],
+                        "device": ["cpu", "cpu", "cpu", "cpu", "cpu", "cuda"],
+                        "seconds": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
+    new = pd.DataFrame({"method": ["CEM", "CEM", "New"], "device": ["cpu"] * 3,
+                        "seconds": [30.0, 40.0, 70.0]})
+    out = throughput.update_rows(old, new, "cpu")
+    assert out["method"].tolist() == ["A", "A", "CEM", "CEM", "CEM", "B", "New"]
+    assert out["seconds"].tolist() == [1.0, 2.0, 6.0, 30.0, 40.0, 5.0, 70.0]
+    assert old["seconds"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]   # the input untouched
+
+
 def test_a_method_without_a_setting_is_refused_before_any_measurement(throughput, monkeypatch):
     monkeypatch.setattr(throughput, "measure_peak", lambda *a: pytest.fail("measured"))
     monkeypatch.delitem(throughput.SETTING, "C3LT (inverted)")

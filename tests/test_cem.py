@@ -129,3 +129,20 @@ def test_cem_from_the_catalog_uses_sizes_and_all_class_ae(tiny_classifier, monke
     assert ex.config.c_steps == smoke.c3lt.cem_c_steps
     with pytest.raises(ValueError, match="equal"):
         catalog.build("CEM", tiny_classifier, dataset="mnist", profile="smoke", pair=(4, 4))
+
+
+def test_cem_runs_its_steps_inside_the_scope(tiny_classifier, queries):
+    from cflib.explainers import CEMPaperBudget, CEMTargeted
+
+    seen = []
+    first = tiny_classifier.conv[0]
+    hook = first.register_forward_pre_hook(
+        lambda m, args: seen.append(torch.is_grad_enabled() and "forward" in vars(m)))
+    try:
+        for cls in (CEM, CEMTargeted, CEMPaperBudget):
+            seen.clear()
+            cls(tiny_classifier, kappa=1.0, c_steps=1, max_iterations=2).explain(queries[:2], 1)
+            assert any(seen), f"{cls.name}: the first layer's gradient pass was not converted"
+    finally:
+        hook.remove()
+    assert "forward" not in vars(first)
