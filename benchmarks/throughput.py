@@ -454,15 +454,17 @@ def one_at_a_time(ex, x, target, dev, repeats: int) -> dict:
             "passes": sum(c.meta["model_passes"] for c in cfs) / len(cfs)}
 
 
-def update_rows(old: pd.DataFrame, new: pd.DataFrame, device: str) -> pd.DataFrame:
-    """``old`` with the rows of ``new``'s methods on ``device`` replaced by ``new``'s, in
-    ``old``'s order of methods (a method ``old`` lacks goes last); every other row as it
-    was."""
-    kept = old[~(old["method"].isin(set(new["method"])) & (old["device"] == device))]
-    order = {m: i for i, m in enumerate(dict.fromkeys([*old["method"], *new["method"]]))}
-    out = pd.concat([kept, new], ignore_index=True)
-    return out.sort_values("method", key=lambda c: c.map(order), kind="stable",
-                           ignore_index=True)
+def update_rows(old: pd.DataFrame, new: pd.DataFrame, device: str | None = None,
+                key: str = "method") -> pd.DataFrame:
+    """``old`` with the rows of ``new``'s ``key`` values (methods, or a profile's subjects;
+    on ``device`` when given) replaced by ``new``'s, in ``old``'s order of them (one
+    ``old`` lacks goes last); every other row as it was."""
+    gone = old[key].isin(set(new[key]))
+    if device is not None:
+        gone &= old["device"] == device
+    order = {m: i for i, m in enumerate(dict.fromkeys([*old[key], *new[key]]))}
+    out = pd.concat([old[~gone], new], ignore_index=True)
+    return out.sort_values(key, key=lambda c: c.map(order), kind="stable", ignore_index=True)
 
 
 def main(argv=None) -> None:
@@ -485,8 +487,8 @@ def main(argv=None) -> None:
                     default=[m for m in catalog.CATALOG if m != "CEM (paper budget)"])
     ap.add_argument("--out", default=str(ROOT / "results" / "performance.csv"))
     ap.add_argument("--update", action="store_true",
-                    help="replace only the rows of --methods in --out (and every loop's row); "
-                         "the other methods' rows stay as they were measured")
+                    help="replace only the rows of --methods (and every loop's) in --out, or in "
+                         "performance_ops.csv with --ops-only; the other rows stay as measured")
     ap.add_argument("--ops-only", action="store_true",
                     help="only the operator profile of the loops and the searches "
                          "(performance_ops.csv beside --out), no timings")
@@ -511,7 +513,10 @@ def main(argv=None) -> None:
             raise SystemExit("--ops-only profiles the CPU loops: run it with --device cpu")
         ops = profile_all(args.methods, args.loop_threads, threads, args.images,
                           max(args.batch_sizes), args.device).assign(machine=machine)
-        out = write_table(ops, Path(args.out).with_name("performance_ops.csv"))
+        ops_csv = Path(args.out).with_name("performance_ops.csv")
+        if args.update and ops_csv.exists():
+            ops = update_rows(pd.read_csv(ops_csv), ops, key="subject")
+        out = write_table(ops, ops_csv)
         record_results([out], command_line("benchmarks/throughput.py", sys.argv[1:]))
         print(f"written {out}")
         return
@@ -582,7 +587,7 @@ def main(argv=None) -> None:
     if args.update and Path(args.out).exists():
         # each row keeps the peak it was measured against; the machine file stays with
         # the rows of the last full run
-        df = update_rows(pd.read_csv(args.out), df, dev.type)
+        df = update_rows(pd.read_csv(args.out), df, device=dev.type)
     else:
         written.append(write_table(
             pk, Path(args.out).with_name(Path(args.out).stem + "_machine.csv")))

@@ -46,10 +46,14 @@ def test_an_update_replaces_only_the_measured_methods_rows(throughput):
                         "seconds": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]})
     new = pd.DataFrame({"method": ["CEM", "CEM", "New"], "device": ["cpu"] * 3,
                         "seconds": [30.0, 40.0, 70.0]})
-    out = throughput.update_rows(old, new, "cpu")
+    out = throughput.update_rows(old, new, device="cpu")
     assert out["method"].tolist() == ["A", "A", "CEM", "CEM", "CEM", "B", "New"]
     assert out["seconds"].tolist() == [1.0, 2.0, 6.0, 30.0, 40.0, 5.0, 70.0]
     assert old["seconds"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]   # the input untouched
+    ops = throughput.update_rows(old.drop(columns="device").rename(columns={"method": "subject"}),
+                                 new.drop(columns="device").rename(columns={"method": "subject"}),
+                                 key="subject")
+    assert ops["subject"].tolist() == ["A", "A", "CEM", "CEM", "B", "New"]   # every device
 
 
 def test_a_method_without_a_setting_is_refused_before_any_measurement(throughput, monkeypatch):
