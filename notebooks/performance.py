@@ -130,9 +130,14 @@ display(Markdown("**What the measurements show**, on the machine named under the
 details = "\n".join(lines)
 
 # %%
+peaks = perf["peak_flops_per_s"].dropna().unique()
+runs = (f"  The rows come from {len(peaks)} runs of the benchmark (`--update` re-times some "
+        "methods): each row's share of the peak is of the peak measured in its own run ("
+        + ", ".join(f"{report.fmt(v / 1e9)}" for v in sorted(peaks)) + " GFLOP/s)."
+        if len(peaks) > 1 else "")
 display(Markdown(f"**Every method, batched and alone**, measured on: {perf['machine'].iloc[0]} "
                  f"(device `{perf['device'].iloc[0]}`), {int(perf['n_images'].iloc[0])} images per "
-                 f"method, {threads}."))
+                 f"method, {threads}.{runs}"))
 display(report.page_table(table))
 report.fold("What the measurements show, in detail", details)
 
