@@ -95,6 +95,8 @@ def test_scope_converts_the_first_layer_and_leaves_the_net_as_it_was():
     state = {k: v.clone() for k, v in net.state_dict().items()}
     with gemm_input_gradients(net, None, net):             # None skipped, a repeat is one net
         assert "forward" in vars(net[0]) and "forward" not in vars(net[2])
+        y = net[0](x.clone().requires_grad_())
+        assert type(y.grad_fn).__name__ == "_OneChannelConvBackward"   # the converted path ran
         inside = _input_grad(net, x)
         with torch.no_grad():
             assert torch.equal(net(x), out)                # the forward is unchanged
@@ -120,3 +122,5 @@ def test_other_dtypes_run_the_modules_own_forward():
     before = _input_grad(net, x)
     with gemm_input_gradients(net):
         assert torch.equal(_input_grad(net, x), before)    # float64: not converted
+        y = net[0](x.clone().requires_grad_())
+        assert type(y.grad_fn).__name__ == "ConvolutionBackward0"      # oneDNN's, not ours
