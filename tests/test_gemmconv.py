@@ -1,15 +1,27 @@
-"""cflib.gemmconv: a one-channel convolution whose input gradient is a matrix product.
+"""cflib.gemmconv: one-channel convolutions as matrix products, max-pooling before ReLU.
 
-The gradient is checked as a function, in float64 against ``F.conv2d``'s own backward, on
-shapes built to catch a wrong col2im (non-square kernels, padding on one side only, a
-channels-last gradient); the scope is checked to convert exactly the plain layers and to
-leave every module as it was, whatever happens inside it."""
+The gradient of a one-input-channel convolution and the forward of a one-output-channel
+one are checked as functions, in float64 against ``F.conv2d``, on shapes built to catch a
+wrong col2im (non-square kernels, padding on one side only, a channels-last gradient,
+batches on both sides of ``FOLD_BELOW``); the pooling-first sequence is checked bit for
+bit on windows built to break it (all negative, ties, zeros); the scopes are checked to
+convert exactly the plain layers and to leave every module as it was, whatever happens
+inside them."""
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cflib.gemmconv import conv2d_gemm_input_gradient, gemm_convertible, gemm_input_gradients
+from cflib.gemmconv import (
+    FOLD_BELOW,
+    MIN_IMAGES,
+    conv2d_gemm_input_gradient,
+    conv2d_gemm_one_output,
+    gemm_convertible,
+    one_channel_convolutions,
+    pool_before_relu,
+)
+from cflib.scopes import channels_last
 from cflib.scopes import fast_paths
 
 SHAPES = [((3, 1, 28, 28), (32, 1, 5, 5), (0, 0)),     # the C3LT CNN's first layer
@@ -27,8 +39,10 @@ def _grads(fn, x, w, b, padding, g):
 
 @pytest.mark.parametrize("xs,ws,padding", SHAPES)
 @pytest.mark.parametrize("channels_last", [False, True])
-def test_gradients_are_the_convolutions(xs, ws, padding, channels_last):
+@pytest.mark.parametrize("batch", [None, FOLD_BELOW])       # F.fold, the shifted additions
+def test_gradients_are_the_convolutions(xs, ws, padding, channels_last, batch):
     torch.manual_seed(0)
+    xs = xs if batch is None else (batch,) + xs[1:]
     x, w, b = torch.randn(xs, dtype=torch.float64), torch.randn(ws, dtype=torch.float64), \
         torch.randn(ws[0], dtype=torch.float64)
     ref = _grads(lambda x, w, b, p: F.conv2d(x, w, b, padding=p), x, w, b, padding,
@@ -57,12 +71,46 @@ def test_float32_gradient_within_rounding():
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match=r"\[N, 1, H, W\]"):
         conv2d_gemm_input_gradient(torch.zeros(1, 3, 8, 8), torch.zeros(4, 3, 3, 3))
+    with pytest.raises(ValueError, match=r"\[1, C_in, kh, kw\]"):
+        conv2d_gemm_one_output(torch.zeros(1, 3, 8, 8), torch.zeros(2, 3, 3, 3))
+    with pytest.raises(ValueError, match="below the kernel"):
+        conv2d_gemm_one_output(torch.zeros(1, 3, 8, 8), torch.zeros(1, 3, 3, 3), padding=(3, 0))
+    with pytest.raises(ValueError, match="C_in"):
+        conv2d_gemm_one_output(torch.zeros(1, 3, 8, 8), torch.zeros(1, 2, 3, 3))
+
+
+ONE_OUT = [((3, 16, 28, 28), (1, 16, 3, 3), (1, 1)),      # an autoencoder's last layer
+           ((2, 4, 9, 7), (1, 4, 3, 2), (2, 0)),          # non-square, padded on one axis
+           ((2, 3, 8, 9), (1, 3, 4, 5), (0, 4)),          # the widest padding allowed
+           ((1, 2, 6, 6), (1, 2, 1, 1), (0, 0))]
+
+
+@pytest.mark.parametrize("xs,ws,padding", ONE_OUT)
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("batch", [None, FOLD_BELOW])
+def test_one_output_forward_is_the_convolution(xs, ws, padding, channels_last, batch):
+    torch.manual_seed(0)
+    xs = xs if batch is None else (batch,) + xs[1:]
+    x, w, b = torch.randn(xs, dtype=torch.float64), torch.randn(ws, dtype=torch.float64), \
+        torch.randn(1, dtype=torch.float64)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    ref = _grads(lambda x, w, b, p: F.conv2d(x, w, b, padding=p), x, w, b, padding,
+                 g := torch.randn(F.conv2d(x, w, padding=padding).shape, dtype=torch.float64))
+    got = _grads(conv2d_gemm_one_output, x, w, b, padding, g)
+    for a, r in zip(got, ref):
+        assert a.shape == r.shape
+        torch.testing.assert_close(a, r, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("layer,convertible", [
     (nn.Conv2d(1, 8, 5), True),
     (nn.Conv2d(1, 8, 3, padding=1, bias=False), True),
-    (nn.Conv2d(3, 8, 3), False),                          # more than one input channel
+    (nn.Conv2d(3, 8, 3), False),                          # several channels in and out
+    (nn.Conv2d(8, 1, 3, padding=1), True),                # one output channel
+    (nn.Conv2d(8, 1, (3, 2), padding=(2, 1)), True),
+    (nn.Conv2d(8, 1, 3, padding=3), False),               # padding beyond the kernel
+    (nn.Conv2d(8, 1, 3, stride=2), False),
     (nn.Conv2d(1, 8, 3, stride=2), False),
     (nn.Conv2d(1, 8, 3, dilation=2), False),
     (nn.Conv2d(1, 8, 3, padding="same"), False),
@@ -93,10 +141,10 @@ def test_scope_converts_the_first_layer_and_leaves_the_net_as_it_was():
     with torch.no_grad():
         out = net(x)
     state = {k: v.clone() for k, v in net.state_dict().items()}
-    with gemm_input_gradients(net, None, net):             # None skipped, a repeat is one net
+    with one_channel_convolutions(net, None, net):             # None skipped, a repeat is one net
         assert "forward" in vars(net[0]) and "forward" not in vars(net[2])
         y = net[0](x.clone().requires_grad_())
-        assert type(y.grad_fn).__name__ == "_OneChannelConvBackward"   # the converted path ran
+        assert type(y.grad_fn).__name__ == "_OneInputConvBackward"   # the converted path ran
         inside = _input_grad(net, x)
         with torch.no_grad():
             assert torch.equal(net(x), out)                # the forward is unchanged
@@ -109,10 +157,10 @@ def test_scope_converts_the_first_layer_and_leaves_the_net_as_it_was():
 def test_scope_restores_on_error_and_is_off_without_fast_paths():
     net = _net()
     with pytest.raises(RuntimeError, match="inside"):
-        with gemm_input_gradients(net):
+        with one_channel_convolutions(net):
             raise RuntimeError("inside")
     assert "forward" not in vars(net[0])
-    with fast_paths(False), gemm_input_gradients(net):
+    with fast_paths(False), one_channel_convolutions(net):
         assert "forward" not in vars(net[0])
 
 
@@ -120,7 +168,87 @@ def test_other_dtypes_run_the_modules_own_forward():
     net = _net().double()
     x = torch.rand(2, 1, 16, 16, dtype=torch.float64)
     before = _input_grad(net, x)
-    with gemm_input_gradients(net):
+    with one_channel_convolutions(net):
         assert torch.equal(_input_grad(net, x), before)    # float64: not converted
         y = net[0](x.clone().requires_grad_())
         assert type(y.grad_fn).__name__ == "ConvolutionBackward0"      # oneDNN's, not ours
+
+
+def test_one_image_runs_the_modules_own_forward():
+    net = _net()
+    with one_channel_convolutions(net):
+        for n, name in [(MIN_IMAGES - 1, "ConvolutionBackward0"),
+                        (MIN_IMAGES, "_OneInputConvBackward")]:
+            y = net[0](torch.rand(n, 1, 16, 16, requires_grad=True))
+            assert type(y.grad_fn).__name__ == name
+
+
+def test_one_output_layer_is_converted_in_the_scope():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
+                        nn.Conv2d(8, 1, 3, padding=1)).eval()
+    x = torch.rand(4, 1, 12, 12)
+    before = _input_grad(net, x)
+    with one_channel_convolutions(net):
+        y = net[2](torch.rand(4, 8, 12, 12, requires_grad=True))
+        assert type(y.grad_fn).__name__ == "_OneOutputConvBackward"
+        inside = _input_grad(net, x)
+    torch.testing.assert_close(inside, before, rtol=1e-5, atol=1e-6)
+    assert not any("forward" in vars(m) for m in net.modules())
+
+
+def test_channels_last_output_without_the_copy():
+    """Under the channels-last scope the first layer writes channels-last at once (oneDNN's
+    channels-last kernel: the same values up to rounding)."""
+    net = _net()
+    x = torch.rand(5, 1, 16, 16, requires_grad=True)
+    with channels_last(net):
+        ref = net[0](x)
+        with one_channel_convolutions(net):
+            y = net[0](x)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(y, ref, rtol=1e-6, atol=1e-6)
+    with one_channel_convolutions(net):                    # no channels-last scope: NCHW
+        assert net[0](x).is_contiguous()
+
+
+def _pool_net(inplace=False):
+    return nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(inplace=inplace), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(3 * 7 * 7, 2)).eval()
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_pool_before_relu_is_the_same_bits(inplace):
+    torch.manual_seed(0)
+    net = _pool_net(inplace)
+    x = torch.randn(6, 1, 16, 16)
+    x[0] = -1.0                                   # every window negative: no gradient
+    x[1] = 0.0                                    # zeros: ties everywhere
+    x[2, :, ::2] = x[2, :, 1::2]                  # ties between rows of a window
+    with torch.no_grad():                         # the conv's bias alone: ties, signs
+        net[0].weight[:, :, :, :] = net[0].weight.round()
+    ref = (net(x), _input_grad(net, x))
+    with pool_before_relu(net):
+        assert "forward" in vars(net)
+        got = (net(x), _input_grad(net, x))
+        assert torch.equal(net[:3](x), F.max_pool2d(F.relu(net[0](x)), 2))   # a slice: as it was
+    for a, r in zip(got, ref):
+        assert torch.equal(a, r)
+    assert not any("forward" in vars(m) for m in net.modules())
+
+
+def test_pool_before_relu_leaves_hooked_pairs_and_fast_paths_off():
+    net = _pool_net()
+    seen = []
+    h = net[1].register_forward_hook(lambda m, a, o: seen.append(o.shape))
+    with pool_before_relu(net):
+        assert "forward" not in vars(net)         # a hook on the ReLU sees its own output
+        net(torch.rand(2, 1, 16, 16))
+    h.remove()
+    assert seen == [torch.Size([2, 3, 14, 14])]
+    with fast_paths(False), pool_before_relu(net):
+        assert "forward" not in vars(net)
+    with pytest.raises(RuntimeError, match="inside"):
+        with pool_before_relu(net):
+            raise RuntimeError("inside")
+    assert "forward" not in vars(net)

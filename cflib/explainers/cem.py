@@ -204,14 +204,16 @@ class CEM(AutoencoderExplainer):
         return torch.where(found.view(view), best, adv).detach()
 
     def _generate(self, x, target, query, generator):
-        from cflib.gemmconv import gemm_input_gradients  # imported here: only CEM uses it
+        # imported here: only CEM uses them
+        from cflib.gemmconv import one_channel_convolutions, pool_before_relu
 
         out = torch.empty_like(x)
         bs = self.config.batch_size
         label = target if self.config.targeted else query
-        # the pixel gradient of one-channel convolutions as a matrix product (a CPU speed
-        # scope, cflib.gemmconv: the same gradient up to float rounding)
-        with gemm_input_gradients(self.classifier, self.autoencoder):
+        # CPU speed scopes (cflib.gemmconv): one-channel convolutions as matrix products
+        # (the same sums up to float rounding), max-pooling before ReLU (the same bits)
+        nets = (self.classifier, self.autoencoder)
+        with one_channel_convolutions(*nets), pool_before_relu(*nets):
             for i in range(0, len(x), bs):
                 out[i:i + bs] = self._attack(x[i:i + bs], label[i:i + bs])
         return out, {"autoencoder": self.autoencoder is not None}
