@@ -174,8 +174,10 @@ if machine_file.exists():
 # Most of a chapter's time is not in the benchmark above: it is in training and search
 # loops.  Each is timed here with `cflib`'s speed paths off (`before`: the plain modules'
 # computation) and on (`after`: the caller's classifier and autoencoders channels-last
-# where they agree with themselves, CEM's pixel gradient through the one-channel
-# convolutions as a matrix product (`cflib.gemmconv`), the DCGAN generator folded for the
+# where they agree with themselves, CEM's one-channel convolutions as matrix products
+# (the pixel gradient through the layers with one input channel, the forward of the
+# autoencoder's layers with one output channel) and its ReLU -> max-pooling pairs run
+# pooling first (`cflib.gemmconv`), the DCGAN generator folded for the
 # loops that keep it frozen, one batched pass per C3LT update), at one thread as the
 # chapters run, best of the benchmark's repeats, on random networks of the chapters'
 # architectures (an update's cost does not depend on the weights).  `max |difference|` is

@@ -99,3 +99,28 @@ def test_the_command_exits_1_naming_the_value_and_refuses_a_missing_run(book, ca
         main(["verify", "--rerun", "mnist_eval", "--run", str(book / "nowhere")])
     with pytest.raises(SystemExit, match="holds no results file mnist_eval.csv"):
         main(["verify", "--rerun", "mnist_eval", "--run", str(book / "sweep")])
+
+
+def test_per_query_moves_counts_flips_and_the_median_change():
+    from cflib.book.runs.rerun import per_query_moves
+
+    def pq(rows):
+        return pd.DataFrame(rows, columns=["pair", "method", "metric", "query", "value"])
+
+    before = pq([("4->9", "CEM", "Proximity", 0, 1.0), ("4->9", "CEM", "Proximity", 1, 2.0),
+                 ("4->9", "CEM", "Proximity", 2, 4.0), ("4->9", "CEM", "Validity", 0, 1.0),
+                 ("4->9", "CEM", "Validity", 1, 0.0), ("4->9", "CEM", "Validity", 2, 1.0),
+                 ("3->8", "CEM", "Proximity", 0, float("nan")),
+                 ("4->9", "C3LT", "Proximity", 0, 3.0), ("4->9", "C3LT", "Validity", 0, 1.0)])
+    after = before.copy()
+    after.loc[0, "value"] = 1.5          # +50 %
+    after.loc[1, "value"] = 2.2          # +10 %
+    after.loc[4, "value"] = 1.0          # a validity flip, 0 -> 1
+    # NaN stays NaN (not moved); C3LT unchanged: left out; a method in one table only too
+    after = pd.concat([after, pq([("4->9", "New", "Validity", 0, 1.0)])])
+    out = per_query_moves(before, after).set_index("method")
+    assert list(out.index) == ["CEM"]
+    r = out.loc["CEM"]
+    assert (r.queries, r.queries_moved) == (4, 2)       # 3 queries of 4->9, one of 3->8
+    assert r.proximity_median_rel_change == pytest.approx(0.10)   # median of 0.5, 0.1, 0
+    assert (r.validity_flips, r.valid_before, r.valid_after) == (1, 2, 3)

@@ -253,6 +253,17 @@ def test_the_committed_certificates_hold():
     assert check_certificates() == []
 
 
+def test_certify_check_on_the_command_line_counts_the_certificates(capsys):
+    """``cflib certify --check`` (make certify CHECK=1) used to crash after a clean check,
+    reading the certificates' folder from the wrong module."""
+    from cflib.book.cli import main
+    from cflib.book.runs.certificates import CERT_DIR
+
+    main(["certify", "--check"])
+    n = len(list(CERT_DIR.glob("*.json"))) if CERT_DIR.exists() else 0
+    assert f"{n} certificate(s), each made for its chapter's record" in capsys.readouterr().out
+
+
 def test_a_certificate_for_another_run_or_unreadable_is_named(tmp_path, monkeypatch):
     from cflib.book.runs import certificates, certify
 

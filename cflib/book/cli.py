@@ -480,7 +480,9 @@ def _certify(args) -> None:
         problems = cert.check_certificates()
         if problems:
             raise SystemExit("cflib certify --check: " + "; ".join(problems))
-        n = len(list(cert.CERT_DIR.glob("*.json"))) if cert.CERT_DIR.exists() else 0
+        from cflib.book.runs.certificates import CERT_DIR
+
+        n = len(list(CERT_DIR.glob("*.json"))) if CERT_DIR.exists() else 0
         print(f"{n} certificate(s), each made for its chapter's record and today's code")
         return
     if args.name is None:

@@ -126,6 +126,9 @@ class RerunReport:
     not_rerun: int = 0
     #: what the re-run was compared with: the committed results, or a given baseline
     baseline: str = COMMITTED
+    #: per method whose per-query values moved, what moved (:func:`per_query_moves`);
+    #: None when the run or the baseline has no per-query file beside it
+    per_query: pd.DataFrame | None = None
 
     @property
     def against_committed(self) -> bool:
@@ -175,6 +178,15 @@ class RerunReport:
                              f"{r['rerun']:.6g}{sd}")
             if len(shown) > limit:
                 lines.append(f"    ... and {len(shown) - limit} more")
+        if self.per_query is not None and len(self.per_query):
+            lines.append("  per query, the methods whose values moved (median |change| / "
+                         "|baseline| of each query's proximity; validity flips):")
+            for r in self.per_query.itertuples():
+                med = "" if np.isnan(r.proximity_median_rel_change) else \
+                    f"proximity median change {100 * r.proximity_median_rel_change:.3g} %, "
+                lines.append(f"    {r.method}: {r.queries_moved} of {r.queries} queries moved; "
+                             f"{med}validity flipped on {r.validity_flips} "
+                             f"({r.valid_before} valid before, {r.valid_after} after)")
         return "\n".join(lines)
 
 
@@ -227,7 +239,60 @@ def compare_rerun(chapter: str, run=None, baseline=None, sweep_root=None,
     table["status"] = [_status(r) for r in table.itertuples()]
     label = COMMITTED if base_path is None else f"the baseline {rel(base_path)}"
     return RerunReport(chapter, rel(run_path), table.reset_index(), n_timing, same, rows,
-                       not_rerun, label)
+                       not_rerun, label, _per_query(chapter, Path(run_path), base_path))
+
+
+#: the per-query metrics :func:`per_query_moves` summarises
+PROXIMITY, VALIDITY = "Proximity", "Validity"
+
+
+def per_query_moves(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """What moved, query by query, between two per-query tables (columns ``pair``,
+    ``method``, ``metric``, ``query``, ``value``; a query is a pair and its index): one row
+    per method with at least one moved value, with ``queries`` (compared), ``queries_moved``
+    (any of its values differs, NaN equal to NaN), ``proximity_median_rel_change`` (the
+    median over queries of |after - before| / |before| of the proximity, where before is
+    not 0; NaN without one), ``validity_flips`` (queries whose validity changed) and the
+    valid counts before and after.  Methods in one table only are left out."""
+    keys = ["pair", "method", "metric", "query"]
+    m = before[keys + ["value"]].astype({k: str for k in keys}).merge(
+        after[keys + ["value"]].astype({k: str for k in keys}), on=keys, suffixes=("_b", "_a"))
+    b = pd.to_numeric(m["value_b"], errors="coerce").to_numpy(float)
+    a = pd.to_numeric(m["value_a"], errors="coerce").to_numpy(float)
+    m["moved"] = ~((a == b) | (np.isnan(a) & np.isnan(b)))
+    m["b"], m["a"] = b, a
+    rows = []
+    for method, g in m.groupby("method", sort=False):
+        q = g.groupby(["pair", "query"], sort=False)["moved"].any()
+        if not q.any():
+            continue
+        prox = g[(g["metric"] == PROXIMITY) & (g["b"] != 0)]
+        rel_change = ((prox["a"] - prox["b"]).abs() / prox["b"].abs()).dropna()
+        val = g[g["metric"] == VALIDITY]
+        rows.append({"method": method, "queries": len(q), "queries_moved": int(q.sum()),
+                     "proximity_median_rel_change": float(rel_change.median())
+                     if len(rel_change) else np.nan,
+                     "validity_flips": int((val["a"] != val["b"]).sum()),
+                     "valid_before": int((val["b"] == 1).sum()),
+                     "valid_after": int((val["a"] == 1).sum())})
+    return pd.DataFrame(rows, columns=["method", "queries", "queries_moved",
+                                       "proximity_median_rel_change", "validity_flips",
+                                       "valid_before", "valid_after"])
+
+
+def _per_query(chapter: str, run_path: Path, base_path: Path | None) -> pd.DataFrame | None:
+    """:func:`per_query_moves` of the per-query files beside the run and the baseline
+    (the committed one from git's HEAD when no baseline is given); None without both."""
+    name = f"{chapter}_per_query"
+    after = run_path.with_name(f"{name}.csv")
+    if not after.is_file():
+        return None
+    try:
+        before = committed_table(name) if base_path is None else \
+            _read(base_path.with_name(f"{name}.csv"))
+    except ValueError:
+        return None
+    return per_query_moves(before, _read(after))
 
 
 def _comparable(chapter: str, run: str, rerun: pd.DataFrame, base: pd.DataFrame,
