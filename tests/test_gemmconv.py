@@ -21,8 +21,7 @@ from cflib.gemmconv import (
     one_channel_convolutions,
     pool_before_relu,
 )
-from cflib.scopes import channels_last
-from cflib.scopes import fast_paths
+from cflib.scopes import channels_last, fast_paths
 
 SHAPES = [((3, 1, 28, 28), (32, 1, 5, 5), (0, 0)),     # the C3LT CNN's first layer
           ((2, 1, 14, 11), (16, 1, 3, 3), (1, 1)),     # an autoencoder's, padded
