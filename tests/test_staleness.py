@@ -57,6 +57,10 @@ def unused():
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A scratch project with the toy chapter recorded as freshly run."""
+    # imported before PROJECT_ROOT is patched below: the module reads it at import, and a
+    # first import here would keep the scratch root for every later test
+    import cflib.book.runs.certificates  # noqa: F401
+
     root = tmp_path
     (root / "notebooks").mkdir()
     (root / "notebooks" / "toy.py").write_text(SOURCE)
