@@ -15,11 +15,12 @@ Inside :func:`one_channel_convolutions`:
 * a layer with **one input channel** keeps its forward (``F.conv2d``; when a
   :func:`cflib.scopes.channels_last` scope will store its output channels-last, it is
   computed in that layout at once, the weights read channels-last, without the copy:
-  oneDNN's channels-last kernel, the same values up to rounding); its input gradient is one matrix product, the
-  weights' transpose times the output gradient (``[kh*kw, C_out] x [C_out, N*Ho*Wo]``:
-  the gradient at every window position), then a col2im: ``kh*kw`` shifted additions
-  in a fixed order (``F.fold`` below 16 images, where its one call beats the additions'
-  many; the same additions in the same order, so the same numbers);
+  oneDNN's channels-last kernel, the same values up to rounding); its input gradient
+  is one matrix product, the weights' transpose times the output gradient
+  (``[kh*kw, C_out] x [C_out, N*Ho*Wo]``: the gradient at every window position), then
+  a col2im: ``kh*kw`` shifted additions in a fixed order (``F.fold`` below 16 images,
+  where its one call beats the additions' many; the same additions in the same order,
+  so the same numbers);
 * a layer with **one output channel** computes its forward the same way around: the
   flipped kernel's taps times the input's channels (one matrix product,
   ``[kh*kw, C_in] x [C_in, N*H*W]``) and a col2im of the taps; its gradients are
@@ -27,22 +28,24 @@ Inside :func:`one_channel_convolutions`:
 
 The input gradient of the first kind is the convolution's: the same sums in another
 order, so it differs from oneDNN's by float rounding (about 1e-7 relative), and so do
-the second kind's forward and the first kind's channels-last forward.  A search that iterates thousands of steps can end elsewhere
-by that much (the Protocols page gives what it moved in the book).
+the second kind's forward and the first kind's channels-last forward.  A search that
+iterates thousands of steps can end elsewhere by that much (the Protocols page gives
+what it moved in the book).
 
 Inside :func:`pool_before_relu`, a ``ReLU`` followed by a ``MaxPool2d`` in an
-``nn.Sequential`` (a call of the whole sequence) runs as the pooling then the ReLU: ``max`` and ``max(., 0)`` commute,
-so the values are the same bit for bit, and so is the gradient (the window's maximum is
-the same element whichever runs first, and when it is not positive both send it zero);
-the ReLU then sees a quarter of the values, forward and backward.
+``nn.Sequential`` (a call of the whole sequence) runs as the pooling then the ReLU:
+``max`` and ``max(., 0)`` commute, so the values are the same bit for bit, and so is the
+gradient (the window's maximum is the same element whichever runs first, and when it is
+not positive both send it zero); the ReLU then sees a quarter of the values, forward and
+backward.
 
 Only plain layers are converted (:func:`gemm_convertible`: ``nn.Conv2d`` with one input
 or one output channel, stride 1, dilation 1, one group, zero padding of at most the
 kernel's size less one); a call on another device (a GPU's cuDNN has no such gap), in
-another dtype, without gradients, or on one image runs the module's own ``forward``.  Inside
-``cflib.scopes.fast_paths(False)`` neither scope does anything.  On exit every module is
-as it was: the scopes set and remove instance attributes ``forward``, never touch the
-weights.
+another dtype, without gradients, or on one image runs the module's own ``forward``.
+Inside ``cflib.scopes.fast_paths(False)`` neither scope does anything.  On exit every
+module is as it was: the scopes set and remove instance attributes ``forward``, never
+touch the weights.
 """
 from __future__ import annotations
 

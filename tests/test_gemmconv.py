@@ -217,19 +217,25 @@ def _pool_net(inplace=False):
 
 
 @pytest.mark.parametrize("inplace", [False, True])
-def test_pool_before_relu_is_the_same_bits(inplace):
+def test_pool_before_relu_is_the_same_bits(inplace, monkeypatch):
     torch.manual_seed(0)
     net = _pool_net(inplace)
     x = torch.randn(6, 1, 16, 16)
-    x[0] = -1.0                                   # every window negative: no gradient
-    x[1] = 0.0                                    # zeros: ties everywhere
+    # uniform images: the convolution's output is one value per channel, every window a
+    # tie, of either sign (the rounded weights' sum and the bias): a negative window
+    # sends no gradient, a positive one sends it to its first element
+    x[0] = -1.0
+    x[1] = 0.0
     x[2, :, ::2] = x[2, :, 1::2]                  # ties between rows of a window
-    with torch.no_grad():                         # the conv's bias alone: ties, signs
+    with torch.no_grad():
         net[0].weight[:, :, :, :] = net[0].weight.round()
     ref = (net(x), _input_grad(net, x))
     with pool_before_relu(net):
         assert "forward" in vars(net)
+        # the fused path never calls the ReLU module (a scope that fused nothing would)
+        monkeypatch.setattr(nn.ReLU, "forward", lambda self, x: pytest.fail("ReLU ran"))
         got = (net(x), _input_grad(net, x))
+        monkeypatch.undo()
         assert torch.equal(net[:3](x), F.max_pool2d(F.relu(net[0](x)), 2))   # a slice: as it was
     for a, r in zip(got, ref):
         assert torch.equal(a, r)

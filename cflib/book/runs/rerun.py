@@ -259,7 +259,7 @@ def per_query_moves(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
         after[keys + ["value"]].astype({k: str for k in keys}), on=keys, suffixes=("_b", "_a"))
     b = pd.to_numeric(m["value_b"], errors="coerce").to_numpy(float)
     a = pd.to_numeric(m["value_a"], errors="coerce").to_numpy(float)
-    m["moved"] = ~((a == b) | (np.isnan(a) & np.isnan(b)))
+    m["moved"] = ~_same_value(a, b)
     m["b"], m["a"] = b, a
     rows = []
     for method, g in m.groupby("method", sort=False):
@@ -351,8 +351,13 @@ def _raw_equal(rerun: pd.DataFrame, base: pd.DataFrame) -> tuple[int, int]:
     m = r.merge(b, on=keys, how="left", suffixes=("", "_b"))
     x = pd.to_numeric(m["value"], errors="coerce").to_numpy(float)
     y = pd.to_numeric(m["value_b"], errors="coerce").to_numpy(float)
-    same = (x == y) | (np.isnan(x) & np.isnan(y) & m["value_b"].notna().to_numpy())
+    same = _same_value(x, y) & m["value_b"].notna().to_numpy()   # a missing row differs
     return len(m), int(same.sum())
+
+
+def _same_value(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Element-wise: the same float, NaN the same as NaN."""
+    return (x == y) | (np.isnan(x) & np.isnan(y))
 
 
 def _status(r) -> str:
