@@ -59,8 +59,9 @@ from torch.autograd.function import once_differentiable
 
 from cflib.scopes import fast_paths_enabled
 
-__all__ = ["one_channel_convolutions", "pool_before_relu", "gemm_convertible",
-           "conv2d_gemm_input_gradient", "conv2d_gemm_one_output"]
+__all__ = ["one_channel_convolutions", "pool_before_relu", "pooling_as_maxima",
+           "gemm_convertible", "conv2d_gemm_input_gradient", "conv2d_gemm_one_output",
+           "window_maxima"]
 
 #: below this many images a col2im is one ``F.fold`` call, from it the shifted additions
 #: (measured on the C3LT CNN's and the autoencoders' layers, one thread: the same sums in
@@ -280,4 +281,56 @@ def pool_before_relu(*modules: nn.Module | None) -> Iterator[None]:
     was.  Nothing changes inside ``cflib.scopes.fast_paths(False)``."""
     with _patched(modules, lambda s: _fused_forward(s)
                   if type(s) is nn.Sequential else None):
+        yield
+
+
+def window_maxima(x: torch.Tensor, k: int) -> torch.Tensor:
+    """``F.max_pool2d(x, k)`` (windows of ``k x k``, stride ``k``, no padding) as the
+    elementwise maximum of the windows' ``k * k`` strided views: the same values bit for
+    bit (a maximum of the same numbers; NaN propagates in both), several times faster
+    than PyTorch's CPU pooling of an NCHW tensor.  No indices, so no max-pool gradient."""
+    if x.dim() != 4 or k < 1:
+        raise ValueError(f"window_maxima needs an [N, C, H, W] tensor and k >= 1, got "
+                         f"{tuple(x.shape)} and {k}")
+    h, w = x.shape[2] // k * k, x.shape[3] // k * k
+    out = None
+    for i in range(k):
+        for j in range(k):
+            v = x[:, :, i:h:k, j:w:k]
+            out = v if out is None else torch.maximum(out, v)
+    return out if k > 1 else out.clone()
+
+
+def _poolable(m: nn.Module) -> int | None:
+    """The window ``k`` of a plain ``nn.MaxPool2d`` of ``k x k`` windows with stride ``k``
+    (no padding, dilation 1, floor mode, no indices), else None."""
+    if type(m) is not nn.MaxPool2d or m.return_indices or m.ceil_mode:
+        return None
+    k, st, p, d = (v if isinstance(v, tuple) else (v, v)
+                   for v in (m.kernel_size, m.stride, m.padding, m.dilation))
+    if k[0] != k[1] or tuple(st) != tuple(k) or tuple(p) != (0, 0) or tuple(d) != (1, 1):
+        return None
+    return int(k[0])
+
+
+def _maxima_forward(m: nn.MaxPool2d, k: int, original):
+    def forward(x):
+        if (x.device.type != "cpu" or x.dim() != 4
+                or (torch.is_grad_enabled() and x.requires_grad)):
+            return original(x)
+        return window_maxima(x, k)
+    return forward
+
+
+@contextlib.contextmanager
+def pooling_as_maxima(*modules: nn.Module | None) -> Iterator[None]:
+    """Inside the block, each plain ``nn.MaxPool2d`` of ``modules`` (``k x k`` windows,
+    stride ``k``) runs as :func:`window_maxima` on the CPU when no gradient flows through
+    it (a validity pass, a metric's forward): the same values bit for bit.  A call that
+    needs the pooling's gradient, or on another device, runs the module's own forward; on
+    exit each module is as it was; nothing changes inside ``fast_paths(False)``."""
+    def pick(s):
+        k = _poolable(s)
+        return None if k is None else _maxima_forward(s, k, s.forward)
+    with _patched(modules, pick):
         yield

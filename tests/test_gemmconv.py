@@ -20,6 +20,8 @@ from cflib.gemmconv import (
     gemm_convertible,
     one_channel_convolutions,
     pool_before_relu,
+    pooling_as_maxima,
+    window_maxima,
 )
 from cflib.scopes import channels_last, fast_paths
 
@@ -257,3 +259,48 @@ def test_pool_before_relu_leaves_hooked_pairs_and_fast_paths_off():
         with pool_before_relu(net):
             raise RuntimeError("inside")
     assert "forward" not in vars(net)
+
+
+@pytest.mark.parametrize("shape,k", [((3, 4, 12, 12), 2), ((2, 3, 7, 9), 2), ((2, 2, 9, 10), 3),
+                                     ((2, 2, 5, 5), 1)])
+@pytest.mark.parametrize("layout", ["nchw", "channels_last"])
+def test_window_maxima_is_max_pooling_bit_for_bit(shape, k, layout):
+    """The maxima of strided views are the pooling's values: odd sizes (the last row and
+    column dropped, floor mode), ties, NaN (propagated by both) and both layouts."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=g)
+    x[0, 0, :k, :k] = 1.5                                   # a window of ties
+    x[-1, -1, 0, 0] = float("nan")
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    ref, got = F.max_pool2d(x, k), window_maxima(x, k)
+    assert got.shape == ref.shape
+    assert torch.equal(got.isnan(), ref.isnan()) and got.isnan().any()
+    assert torch.equal(got.nan_to_num(), ref.nan_to_num())
+    with pytest.raises(ValueError, match="window_maxima"):
+        window_maxima(x[0], k)
+
+
+def test_pooling_as_maxima_only_without_gradients():
+    """Inside the scope a plain pooling runs as maxima where no gradient flows (the same
+    bits) and as itself where one does; a pooling with padding or other strides is left
+    alone; on exit the modules are as they were."""
+    net = nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(), nn.MaxPool2d(2),
+                        nn.MaxPool2d(2, stride=1), nn.MaxPool2d(2, padding=1)).eval()
+    x = torch.randn(4, 1, 14, 14)
+    with torch.no_grad():
+        ref = net(x)
+    xg = x.clone().requires_grad_()
+    grad_ref = torch.autograd.grad(net(xg).sum(), xg)[0]
+    with pooling_as_maxima(net, None):
+        assert "forward" in vars(net[2]) and "forward" not in vars(net[3])
+        assert "forward" not in vars(net[4])
+        with torch.no_grad():
+            assert torch.equal(net(x), ref)
+        y = net[2](torch.randn(2, 3, 6, 6, requires_grad=True))
+        assert type(y.grad_fn).__name__ == "MaxPool2DWithIndicesBackward0"
+        xg = x.clone().requires_grad_()
+        assert torch.equal(torch.autograd.grad(net(xg).sum(), xg)[0], grad_ref)
+    assert not any("forward" in vars(m) for m in net.modules())
+    with fast_paths(False), pooling_as_maxima(net):
+        assert "forward" not in vars(net[2])

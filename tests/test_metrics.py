@@ -7,7 +7,7 @@ from torch import nn
 
 from cflib.metrics import aupc, fid_kid, im1, im2, proximity, validity
 from cflib.metrics.aupc import trapezoid_area
-from cflib.metrics.distribution import FrozenFeatures
+from cflib.metrics.distribution import FrozenFeatures, ImageFeatures
 
 
 class Scale(nn.Module):
@@ -108,6 +108,67 @@ def test_aupc_no_change_is_constant():
     r = aupc(FractionModel(), x, x.clone(), q, t, steps=10)
     p1 = torch.softmax(FractionModel()(x), 1)[:, 1]
     assert torch.allclose(r.aupc_target, p1, atol=1e-5)
+
+
+class _CountingNet(nn.Module):
+    """A small CNN with max-pooling (counts the images it sees)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2),
+                                  nn.Conv2d(4, 8, 3), nn.ReLU(), nn.MaxPool2d(2),
+                                  nn.Flatten(), nn.Linear(8 * 5 * 5, 3))
+        self.num_features = 3
+        self.seen = 0
+
+    def forward(self, x):
+        self.seen += len(x)
+        return self.body(x)
+
+
+def test_aupc_is_the_same_bits_in_every_chunk_and_refuses_no_chunk():
+    """A chunk of queries per forward pass is a speed setting: the curves are the same bits
+    from one query at a time to all at once (the C3LT table's default runs 4 on the CPU,
+    with its max-pooling as maxima of strided views)."""
+    net = _CountingNet().eval()
+    g = torch.Generator().manual_seed(1)
+    x, x_cf = torch.rand(9, 1, 28, 28, generator=g), torch.rand(9, 1, 28, 28, generator=g)
+    q, t = torch.zeros(9, dtype=torch.long), torch.ones(9, dtype=torch.long)
+    ref = aupc(net, x, x_cf, q, t, steps=10, chunk=9)
+    for chunk in (None, 2, 4, 5):
+        r = aupc(net, x, x_cf, q, t, steps=10, chunk=chunk)
+        assert torch.equal(r.target_curve, ref.target_curve)
+        assert torch.equal(r.query_curve, ref.query_curve)
+    assert "forward" not in vars(net.body[2])            # the pooling scope is gone
+    net.seen = 0
+    with pytest.raises(ValueError, match="chunk"):
+        aupc(net, x, x_cf, q, t, chunk=0)
+    assert net.seen == 0                                   # refused before any compute
+
+
+def test_image_features_serve_fid_kid_as_their_images_do():
+    """Features computed once (a table's reference set) give the same FID and KID bits as
+    the images; one forward pass per image for both distances; features of another
+    network are refused before any compute."""
+    net = _CountingNet().eval()
+    g = torch.Generator().manual_seed(2)
+    real, fake = torch.rand(30, 1, 28, 28, generator=g), torch.rand(12, 1, 28, 28, generator=g)
+    direct = fid_kid(fake, real, net, kid_subset_size=10, batch_size=8)
+    assert net.seen == 42                                  # once each, not once per distance
+    feats = ImageFeatures.of(real, net, batch_size=8)
+    assert len(feats) == 30 and [len(b) for b in feats.batches] == [8, 8, 8, 6]
+    assert feats.images is real
+    net.seen = 0
+    assert fid_kid(fake, feats, net, kid_subset_size=10, batch_size=8) == direct
+    assert net.seen == 12                                  # only the fake side ran
+    other = _CountingNet().eval()
+    net.seen = other.seen = 0
+    with pytest.raises(ValueError, match="another feature network"):
+        fid_kid(fake, feats, other, kid_subset_size=10)
+    assert net.seen == other.seen == 0
+    with pytest.raises(ValueError, match="batch_size"):
+        ImageFeatures.of(real, net, batch_size=0)
 
 
 def identity_features(d):

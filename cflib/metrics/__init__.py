@@ -28,11 +28,11 @@ from cflib.metrics.basic import (
     validity,
 )
 from cflib.metrics.dependence import DIVERSITY, QUERY_DEPENDENCE, diversity, query_dependence
-from cflib.metrics.distribution import FID, KID, FrozenFeatures, fid_kid
+from cflib.metrics.distribution import FID, KID, FrozenFeatures, ImageFeatures, fid_kid
 from cflib.metrics.plausibility import IM1, IM2, im1, im1_by_class, im2
 from cflib.metrics.spec import SPECS, MetricSpec, get_spec, register
 
-__all__ = ["im1", "im2", "im1_by_class", "fid_kid", "FrozenFeatures", "proximity", "validity",
+__all__ = ["im1", "im2", "im1_by_class", "fid_kid", "FrozenFeatures", "ImageFeatures", "proximity", "validity",
            "aupc", "AUPCResult", "MetricSpec", "SPECS", "get_spec", "register", "IM1", "IM2",
            "FID", "KID", "AUPC_TARGET", "AUPC_QUERY", "COUT", "PROXIMITY", "VALIDITY",
            "SECONDS_PER_CF", "ACCURACY", "EDITS", "FEATURE_VALIDITY", "PROXIMITY_TO_RECONSTRUCTION",

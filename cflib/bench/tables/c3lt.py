@@ -46,6 +46,7 @@ from cflib.metrics import (
     VALIDITY_ALL_JUDGES,
     VALIDITY_JUDGES,
     FrozenFeatures,
+    ImageFeatures,
     aupc,
     fid_kid,
 )
@@ -93,14 +94,15 @@ class PairContext:
     """One batch of counterfactuals of one pair, and what its metrics need.
 
     The insertion curves and the FID/KID pair are computed once, on first use, and
-    shared by the metrics that read them.
+    shared by the metrics that read them.  ``reference``: the real target-class images
+    FID and KID compare with, and their features (computed once per pair).
     """
 
     cf: Counterfactuals
     query_class: int
     target_class: int
     models: EvalModels
-    reference: torch.Tensor
+    reference: ImageFeatures
     aupc_steps: int = 50
     kid_seed: int = 0
 
@@ -127,7 +129,7 @@ class PairContext:
     def real_by_class(self) -> dict:
         """Real test images of the target class (the FID/KID reference half): the
         denominator of the diversity."""
-        return {self.target_class: self.reference}
+        return {self.target_class: self.reference.images}
 
     @property
     def query_labels(self) -> torch.Tensor:
@@ -339,6 +341,8 @@ def run_c3lt_table(args: RunArgs) -> C3LTRun:
         xq, _ = class_subset(x_test, y_test, q, n_images, seeds("queries"))
         xt, _ = class_subset(x_test, y_test, t)
         reference, pool = split_reference(xt, seeds("reference_split"))
+        # the reference's features once for every method of the pair
+        ref_features = ImageFeatures.of(reference, models.feature)
         jobs = [(m, "") for m in methods] + [k for k in VARIANTS if k[0] in methods]
         prox: dict[tuple[str, str], float] = {}
         for method, variant in jobs:
@@ -353,7 +357,8 @@ def run_c3lt_table(args: RunArgs) -> C3LTRun:
             step = _explained(method, variant, models, dataset, prof, seeds, (q, t), xm, data,
                               device, args.entries)
             cf = step.cf
-            ctx = PairContext(cf, q, t, models, reference, prof.c3lt.aupc_steps, seeds("kid"))
+            ctx = PairContext(cf, q, t, models, ref_features, prof.c3lt.aupc_steps,
+                              seeds("kid"))
             values = evaluate(ctx, SCORED)
             rows += [{**common, "pair": label, "method": method, "variant": variant,
                       "metric": k, "value": v} for k, v in values.items()]
