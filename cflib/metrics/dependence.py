@@ -63,17 +63,13 @@ def _ranks(v: torch.Tensor) -> torch.Tensor:
     sorted_v = v[order]
     ranks = torch.empty_like(v, dtype=torch.float64)
     n = len(v)
-    if n == 0:
-        return ranks
+    pos = torch.arange(n, dtype=torch.float64)
     # group equal values: boundaries where the sorted value changes
     change = torch.ones(n, dtype=torch.bool)
     change[1:] = sorted_v[1:] != sorted_v[:-1]
-    starts = torch.nonzero(change).flatten()
-    ends = torch.cat([starts[1:], torch.tensor([n])])
-    # a group of sorted positions a..b-1 shares their mean, (a + b - 1) / 2: exact in
-    # float64, as the mean of those integers is
-    group = torch.cumsum(change, 0) - 1
-    ranks[order] = ((starts + ends - 1).to(torch.float64) / 2)[group]
+    starts = torch.nonzero(change).flatten().tolist() + [n]
+    for a, b in zip(starts[:-1], starts[1:]):
+        ranks[order[a:b]] = pos[a:b].mean()
     return ranks
 
 
