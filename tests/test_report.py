@@ -727,3 +727,15 @@ def test_same_generator_tells_files_of_two_generators_apart():
     0.1073 is another generator; equal readings, or a file without one, are not."""
     assert not report.same_generator(0.1115, 0.1073)
     assert report.same_generator(0.1073, 0.10735) and report.same_generator(float("nan"), 0.1)
+
+
+def test_the_readmes_chapter_times_are_the_executed_notebooks():
+    """The README's C3LT compute times are prose; they must be the committed notebooks'
+    records, as the results page's table reads them (compute_minutes)."""
+    from cflib.bench.data import PROJECT_ROOT
+
+    text = (PROJECT_ROOT / "README.md").read_text()
+    m = re.search(r"C3LT chapters compute in ([\d.]+) and ([\d.]+) min", " ".join(text.split()))
+    assert m, "the README no longer states the C3LT chapters' compute time"
+    assert [f"{v} min" for v in m.groups()] == [readme_tools.compute_minutes("mnist_eval"),
+                                                readme_tools.compute_minutes("fashion_mnist_test")]

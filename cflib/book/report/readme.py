@@ -365,6 +365,25 @@ def _replace_block(path, start: str, end: str, block: str) -> str:
 TIMING_START, TIMING_END = "<!-- timing:chapters:start -->", "<!-- timing:chapters:end -->"
 
 
+def compute_run(name: str, nb_dir: Path = CHAPTER_DIR) -> tuple[dict, dict] | None:
+    """A committed chapter's notebook metadata and the record of the compute run that made
+    it (seconds, threads, date), or None where it has no such record."""
+    path = nb_dir / f"{name}.ipynb"
+    if not path.exists():
+        return None
+    meta = read_notebook(path).metadata.get("cflib", {})
+    # a re-rendered page keeps the compute run's record under "computed"; its own
+    # "seconds" are the render's
+    run = meta.get("computed", meta)
+    return (meta, run) if "seconds" in run else None
+
+
+def compute_minutes(name: str, nb_dir: Path = CHAPTER_DIR) -> str | None:
+    """A committed chapter's compute time as the results page and the README state it."""
+    rec = compute_run(name, nb_dir)
+    return None if rec is None else f"{rec[1]['seconds'] / 60:.1f} min"
+
+
 def timing_markdown(nb_dir: Path = CHAPTER_DIR) -> str:
     """How long each committed chapter took to execute, read from its notebook's metadata
     (the run that produced it: its profile, threads and date; networks already in the
@@ -372,17 +391,12 @@ def timing_markdown(nb_dir: Path = CHAPTER_DIR) -> str:
 
     rows = []
     for name in CHAPTERS:
-        path = nb_dir / f"{name}.ipynb"
-        if not path.exists():
+        rec = compute_run(name, nb_dir)
+        if rec is None:
             continue
-        meta = read_notebook(path).metadata.get("cflib", {})
-        # a re-rendered page keeps the compute run's record under "computed"; its own
-        # "seconds" are the render's
-        run = meta.get("computed", meta)
-        if "seconds" not in run:
-            continue
+        meta, run = rec
         rows.append([f"`{name}`", f"`{meta['params']['profile']}`",
-                     f"{run['seconds'] / 60:.1f} min", run["threads"], run["date"]])
+                     compute_minutes(name, nb_dir), run["threads"], run["date"]])
     return markdown(pd.DataFrame(rows, columns=["chapter", "profile", "computed in",
                                                 "CPU threads", "date"]))
 
