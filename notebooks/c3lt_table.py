@@ -236,7 +236,9 @@ else:
 # values come from `cflib/bench/reference/reported.csv` (the C3LT paper's table and
 # poster).  The two reference rows, `Original Data` and `Query (unchanged)`, show each
 # metric's range: real target images at one end, queries that have not moved at the
-# other.  `CEM (paper budget)` is scored on the first queries of each pair only.  A
+# other.  `CEM (paper budget)` is scored on the first queries of each pair only, searched
+# in one batch over the pairs (each query's search is its own: the same counterfactual
+# as in its pair's batch; its time per counterfactual is the batch's).  A
 # difference between two methods smaller than the standard deviations is not one this
 # book can claim.  IM1 and IM2 are Van Looveren & Klaise's interpretability measures
 # {cite:p}`vanlooveren2021prototypes`; FID {cite:p}`heusel2017fid` and KID

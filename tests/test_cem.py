@@ -146,3 +146,30 @@ def test_cem_runs_its_steps_inside_the_scope(tiny_classifier, queries):
     finally:
         hook.remove()
     assert "forward" not in vars(first)
+
+
+@pytest.mark.parametrize("sizes", [(20, 40), (16, 4), (6, 6)])
+def test_queries_of_several_pairs_in_one_batch_get_the_same_bits(tiny_classifier, bars, sizes):
+    """The C3LT table runs CEM (paper budget) once on every pair's queries (its
+    ACROSS_PAIRS): each query's search is its own, so its counterfactual must be the very
+    one its pair's own batch gives, targets and labels differing by pair, through the
+    CPU scopes (the one-channel convolutions, F.fold below 16 images and the shifted
+    additions from 16) and the all-class autoencoder term: the chapters' 20 queries a
+    pair, a batch crossing the fold's threshold, and a small one.  (Below about 5 images
+    a batch oneDNN's kernels can round otherwise, ~1e-7: smoke's 2 queries a pair.)"""
+    from cflib.bench.tables.c3lt import ACROSS_PAIRS
+
+    assert "CEM (paper budget)" in ACROSS_PAIRS
+    x, y = bars
+    torch.manual_seed(0)
+    ae = ConvAutoencoder().eval()
+    ex = CEM(tiny_classifier, autoencoder=ae, kappa=1.0, c_init=100.0, c_steps=2,
+             max_iterations=6)
+    a, b = x[y == 0][:sizes[0]], x[y == 1][:sizes[1]]
+    alone = [ex.explain(a, 1), ex.explain(b, 0)]
+    both = ex.explain(torch.cat([a, b]), torch.tensor([1] * len(a) + [0] * len(b)))
+    for own, part in zip(alone, both.split(sizes)):
+        assert torch.equal(own.x_cf, part.x_cf)
+        assert torch.equal(own.success, part.success)
+        assert part.meta["n_already_target"] == own.meta["n_already_target"]
+        assert part.seconds_per_cf == pytest.approx(both.seconds_per_cf)

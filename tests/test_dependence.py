@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from cflib.metrics.dependence import diversity, query_dependence, spearman
+from cflib.metrics.dependence import MAX_REAL, diversity, query_dependence, real_spread, spearman
 
 
 def _images(n, seed):
@@ -117,3 +117,43 @@ def test_the_committed_reference_rows_read_as_the_protocol_says():
             assert abs(means[("Query (unchanged)", model)] - 1) < 1e-9, (name, model)
             seen += 1
     assert seen >= 2
+
+
+def test_a_spread_computed_once_gives_the_same_bits_and_a_missing_class_is_computed():
+    """A table gives the real images' spread computed once per pair: the diversity must be
+    the very value it computes itself, only past MAX_REAL images (never used), and a
+    target absent from the spread computed as before, not read as 0 or skipped."""
+    real = {2: _images(MAX_REAL + 40, 7), 5: _images(80, 8)}
+    cf = _images(30, 9)
+    t = torch.tensor([2] * 18 + [5] * 12)
+    own = diversity(cf, t, real)
+    assert diversity(cf, t, real, {2: real_spread(real[2])}) == own
+    assert diversity(cf, t, real, {c: real_spread(x) for c, x in real.items()}) == own
+    # the images past MAX_REAL never enter the denominator
+    assert real_spread(real[2]) == real_spread(real[2][:MAX_REAL])
+    # a wrong spread is used as given (the caller's record), so it must move the value
+    assert diversity(cf, t, real, {2: 2 * real_spread(real[2])}) != own
+
+
+def test_the_c3lt_table_computes_the_diversity_denominator_once_per_pair(monkeypatch):
+    """Every method of a pair shares one reference: its spread comes from the pair's
+    context, and a context without it computes the same value itself."""
+    from cflib.bench.tables.c3lt import PairContext
+    from cflib.explainers import Counterfactuals
+    from cflib.metrics import DIVERSITY
+    from cflib.metrics.distribution import ImageFeatures
+
+    real = _images(120, 10)
+    x, x_cf = _images(20, 11), _images(20, 12)
+    cf = Counterfactuals(x=x, x_cf=x_cf, target=torch.full((20,), 4),
+                         pred=torch.zeros(20, dtype=torch.long), pred_cf=torch.full((20,), 4),
+                         success=torch.ones(20, dtype=torch.bool), seconds=0.0, method="m")
+    ref = ImageFeatures(real, (), torch.nn.Identity())
+    given = PairContext(cf, 1, 4, None, ref, reference_spread=real_spread(real))
+    alone = PairContext(cf, 1, 4, None, ref)
+    calls = []
+    import cflib.metrics.dependence as dep
+    monkeypatch.setattr(dep, "mean_pairwise_l1",
+                        lambda v, f=dep.mean_pairwise_l1: calls.append(len(v)) or f(v))
+    assert DIVERSITY.fn(given) == DIVERSITY.fn(alone)
+    assert calls == [20, 120, 20]    # the reference only where not given

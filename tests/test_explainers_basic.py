@@ -66,3 +66,38 @@ def test_bad_input_leaves_query_untouched(tiny_classifier, bars):
 def test_config_and_kwargs_exclusive(tiny_classifier):
     with pytest.raises(TypeError):
         AdvAttack(tiny_classifier, AdvAttack.Config(), steps=3)
+
+
+def test_a_batch_split_into_parts_cuts_every_row_and_recounts_what_it_must():
+    """Counterfactuals.split: every tensor of the batch's length is cut (meta's too), the
+    time is shared by rows, the count of queries already in their target is recounted
+    per part, a count the batch holds only as a whole is not passed off as a part's, and
+    sizes that do not cover the batch are refused."""
+    import pytest
+    import torch
+
+    from cflib.explainers import Counterfactuals
+
+    n = 5
+    already = torch.tensor([True, False, False, True, True])
+    cf = Counterfactuals(x=torch.arange(n).float().view(n, 1, 1, 1), x_cf=torch.zeros(n, 1, 1, 1),
+                         target=torch.arange(n), pred=torch.zeros(n, dtype=torch.long),
+                         pred_cf=torch.arange(n), success=~already, seconds=10.0, method="m",
+                         meta={"already_target": already, "n_already_target": 3,
+                               "n_outside_range": 0, "model_passes": 7.0,
+                               "config": {"k": torch.tensor([1.0, 2.0])}})
+    first, second = cf.split([2, 3])
+    assert first.x.flatten().tolist() == [0, 1] and second.x.flatten().tolist() == [2, 3, 4]
+    assert first.meta["already_target"].tolist() == [True, False]
+    assert (first.meta["n_already_target"], second.meta["n_already_target"]) == (1, 2)
+    assert first.seconds == 4.0 and second.seconds == 6.0
+    assert first.seconds_per_cf == second.seconds_per_cf == cf.seconds_per_cf
+    assert first.meta["model_passes"] == 7.0 and first.meta["n_outside_range"] == 0
+    assert first.meta["config"]["k"].tolist() == [1.0, 2.0]     # not of the batch's length
+    assert cf.meta["n_already_target"] == 3                       # the batch is untouched
+    cf.meta["n_outside_range"] = 2
+    assert [p.meta["n_outside_range"] for p in cf.split([4, 1])] == [None, None]
+    assert [len(p) for p in cf.split([0, 5])] == [0, 5]
+    for bad in ([2, 2], [6, -1], [2, 4]):
+        with pytest.raises(ValueError, match="sum to the batch"):
+            cf.split(bad)

@@ -223,6 +223,41 @@ class Counterfactuals:
 
         return Counterfactuals(**{a: cut(b) for a, b in self.__dict__.items()})
 
+    def split(self, sizes) -> list["Counterfactuals"]:
+        """The batch cut into consecutive parts of ``sizes`` rows (summing to its length):
+        a search run once on several tables' or pairs' queries, returned as each one's
+        batch.  Tensors of the batch's length are cut (``meta``'s too); ``seconds`` is
+        shared by rows (each part keeps the batch's time per counterfactual);
+        ``n_already_target`` is recounted from ``already_target``; ``n_outside_range``,
+        a count over the whole batch, stays 0 where it was 0 and is None otherwise (the
+        batch does not record which rows left the range)."""
+        sizes = [int(n) for n in sizes]
+        k = len(self)
+        if any(n < 0 for n in sizes) or sum(sizes) != k:
+            raise ValueError(f"the parts' sizes {sizes} must be >= 0 and sum to the batch's "
+                             f"{k} counterfactuals")
+        parts, start = [], 0
+        for n in sizes:
+            rows = slice(start, start + n)
+
+            def cut(v):
+                if torch.is_tensor(v) and v.dim() > 0 and len(v) == k:
+                    return v[rows]
+                if isinstance(v, dict):
+                    return {a: cut(b) for a, b in v.items()}
+                return v
+
+            part = {a: cut(b) for a, b in self.__dict__.items()}
+            part["seconds"] = self.seconds * n / k if k else 0.0
+            meta = part["meta"]
+            if torch.is_tensor(meta.get("already_target")):
+                meta["n_already_target"] = int(meta["already_target"].sum())
+            if meta.get("n_outside_range"):
+                meta["n_outside_range"] = None
+            parts.append(Counterfactuals(**part))
+            start += n
+        return parts
+
     def cpu(self) -> "Counterfactuals":
         def move(v):
             if torch.is_tensor(v):

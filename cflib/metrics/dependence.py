@@ -41,18 +41,31 @@ def mean_pairwise_l1(x: torch.Tensor) -> float:
     return d[iu[0], iu[1]].mean().item()
 
 
-def diversity(x_cf: torch.Tensor, target: torch.Tensor, real: dict) -> float:
+def real_spread(real: torch.Tensor) -> float:
+    """The denominator of :func:`diversity` for one class: the mean pairwise L1 of its
+    first :data:`MAX_REAL` real images."""
+    return mean_pairwise_l1(real[:MAX_REAL])
+
+
+def diversity(x_cf: torch.Tensor, target: torch.Tensor, real: dict,
+              spread: dict | None = None) -> float:
     """The counterfactuals' mean pairwise L1 over the real images' (``real``: target class
     -> real test images of that class), per target class, averaged over the classes
-    weighted by their number of counterfactuals (NaN when no class has two)."""
+    weighted by their number of counterfactuals (NaN when no class has two).
+    ``spread``: target class -> :func:`real_spread` of its real images, where the caller
+    scores many sets of counterfactuals against the same real images and computed it
+    once (a class missing from it is computed here)."""
     target = target.cpu()
+    spread = spread or {}
     num, weight = 0.0, 0
     for t in target.unique().tolist():
         sel = x_cf[(target == t).to(x_cf.device)]
         if len(sel) < 2:
             continue
-        ref = real[int(t)][:MAX_REAL]
-        num += len(sel) * mean_pairwise_l1(sel) / mean_pairwise_l1(ref)
+        den = spread.get(int(t))
+        if den is None:
+            den = real_spread(real[int(t)])
+        num += len(sel) * mean_pairwise_l1(sel) / den
         weight += len(sel)
     return num / weight if weight else float("nan")
 
@@ -120,7 +133,9 @@ def query_dependence(x: torch.Tensor, x_cf: torch.Tensor, target: torch.Tensor) 
 
 
 DIVERSITY = MetricSpec(
-    "Diversity", lambda c: diversity(c.cf.x_cf, c.cf.target, c.real_by_class), True,
+    "Diversity",
+    lambda c: diversity(c.cf.x_cf, c.cf.target, c.real_by_class, getattr(c, "real_spread", None)),
+    True,
     "mean pairwise L1 distance between the counterfactuals of one target class over the "
     "same between real test images of that class (1: as varied as real data; near 0: one "
     "prototype for every query)")
