@@ -8,7 +8,8 @@ trained or loaded from ``CFLIB_CACHE``, every method on every pair, every metric
 writes one tidy row per part: ``total`` (the wall time of the whole run), the time
 before the first method (the networks every method shares, the data), each method's
 time over every pair (from the runner's "<method> on <n> images" line to the next:
-its own training, such as C3LT's mappings, its search and its scoring), and each
+its own training, such as C3LT's mappings, its search and its scoring; a row searched
+once on every pair's queries counts that search's images, not its scoring lines'), and each
 network the run trained (``trained: <entry>``, from the cache's ``events.log``), with
 the device's name.  With an empty cache these are the networks' first training on that
 device.
@@ -77,18 +78,23 @@ def main(argv=None) -> None:
     if marks.marks:
         rows.append({"part": "before the first method (shared networks, data)",
                      "seconds": marks.marks[0][0] - t0, "images": None})
+    # a row searched once on every pair's queries (the table's ACROSS_PAIRS) logs that
+    # search ("4->9,3->8,5->6: ... on 60 images"), then a line per pair for its scoring:
+    # those lines add time, not images
+    across = {method for _, pair, method, _ in marks.marks if "," in pair}
     per_method: dict[str, list[float]] = {}
     for (t, pair, method, n), nxt in zip(marks.marks, marks.marks[1:] + [(end,)]):
         per_method.setdefault(method, [0.0, 0])
         per_method[method][0] += nxt[0] - t
-        per_method[method][1] += n
+        if method not in across or "," in pair:
+            per_method[method][1] += n
     for method, (seconds, n) in per_method.items():
         rows.append({"part": f"method: {method}", "seconds": seconds, "images": n})
     trained = [e for e in events()[before:] if e["event"] == "trained"]
     for e in trained:
         rows.append({"part": f"trained: {e['entry']}", "seconds": float(e["seconds"]),
                      "images": None})
-    pairs = " ".join(dict.fromkeys(p for _, p, _, _ in marks.marks))
+    pairs = " ".join(dict.fromkeys(p for _, p, _, _ in marks.marks if "," not in p))
     table = pd.DataFrame(rows).assign(dataset=args.dataset, profile=args.profile, pairs=pairs,
                                       device=args.device, machine=machine,
                                       torch=torch.__version__)
