@@ -213,6 +213,36 @@ def test_channels_last_output_without_the_copy():
         assert net[0](x).is_contiguous()
 
 
+def test_forward_without_gradients_channels_last_at_once(monkeypatch):
+    """A pass without gradients (a search's validity check) under both scopes writes the
+    first layer's output channels-last at once: no copy after it, the same values up to
+    rounding, the same bits as the pass with gradients; outside the channels-last scope,
+    or on one image, the module's own forward."""
+    torch.manual_seed(0)
+    net = _net()
+    x = torch.rand(6, 1, 16, 16)
+    with torch.no_grad():
+        ref = net[0](x)
+    copies = []
+    real = torch.Tensor.contiguous
+    with channels_last(net), one_channel_convolutions(net):
+        monkeypatch.setattr(torch.Tensor, "contiguous", lambda t, *a, **k: (
+            copies.append(1) if not t.is_contiguous(*a, **k) else None) or real(t, *a, **k))
+        with torch.no_grad():
+            y = net[0](x)
+        monkeypatch.undo()
+        with_grad = net[0](x.clone().requires_grad_())
+    assert not copies                                      # written channels-last, not copied
+    assert y.is_contiguous(memory_format=torch.channels_last) and y.grad_fn is None
+    torch.testing.assert_close(y, ref, rtol=1e-6, atol=1e-6)
+    assert torch.equal(y, with_grad.detach())
+    with one_channel_convolutions(net), torch.no_grad():
+        assert torch.equal(net[0](x), ref)                 # no channels-last scope: its own
+    with channels_last(net), one_channel_convolutions(net), torch.no_grad():
+        one = net[0](x[:1])                                # one image: its own, then the copy
+    assert torch.equal(one, ref[:1])
+
+
 def _pool_net(inplace=False):
     return nn.Sequential(nn.Conv2d(1, 3, 3), nn.ReLU(inplace=inplace), nn.MaxPool2d(2),
                          nn.Flatten(), nn.Linear(3 * 7 * 7, 2)).eval()
