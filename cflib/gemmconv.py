@@ -100,7 +100,7 @@ def _one_input_forward(x, weight, bias, ph: int, pw: int, cl_out: bool) -> torch
     """``F.conv2d`` of a one-channel ``x``; with ``cl_out``, written channels-last at once."""
     if cl_out:      # oneDNN writes channels-last for channels-last weights (with one
         # input channel, the same memory seen with channels-last strides)
-        c_out, _, kh, kw = weight.shape
+        kh, kw = weight.shape[2:]
         weight = weight.contiguous().as_strided(weight.shape, (kh * kw, 1, kw, 1))
     return F.conv2d(x, weight, bias, padding=(ph, pw))
 

@@ -308,6 +308,17 @@ class C3LTRun(Run):
         return float(self.results.loc[self.results["method"] == CLASSIFIER, "value"].item())
 
 
+def _row_explainer(method: str, variant: str, models: EvalModels, dataset: str, prof,
+                   seeds: Seeds, **request) -> catalog.Explainer:
+    """A row's explainer: the method built from the catalog (``request``: the pair, the
+    user's entries, the data it needs), with its variant's config where it has one."""
+    explainer = catalog.build(method, models.classifier, dataset=dataset, profile=prof,
+                              seeds=seeds, **request)
+    if variant:
+        explainer.config = replace(explainer.config, **VARIANTS[(method, variant)])
+    return explainer
+
+
 def _explained(method: str, variant: str, models: EvalModels, dataset: str, prof, seeds: Seeds,
                pair: tuple[int, int], xm: torch.Tensor, data: dict, device,
                entries=()) -> Explained:
@@ -317,10 +328,8 @@ def _explained(method: str, variant: str, models: EvalModels, dataset: str, prof
     q, t = pair
 
     def compute() -> Explained:
-        explainer = catalog.build(method, models.classifier, dataset=dataset, profile=prof,
-                                  seeds=seeds, pair=(q, t), entries=entries, **data)
-        if variant:
-            explainer.config = replace(explainer.config, **VARIANTS[(method, variant)])
+        explainer = _row_explainer(method, variant, models, dataset, prof, seeds,
+                                   pair=(q, t), entries=entries, **data)
         cf = explainer.explain(xm.to(device), t, seed=seeds("explain")).cpu()
         extra = {"budget_fraction": budget_fraction(explainer)}
         if "history" in getattr(explainer, "info", {}) and method == "C3LT":
@@ -346,10 +355,7 @@ def _explained_across(method: str, variant: str, models: EvalModels, dataset: st
     pairs = list(queries)
 
     def compute() -> Explained:
-        explainer = catalog.build(method, models.classifier, dataset=dataset, profile=prof,
-                                  seeds=seeds)
-        if variant:
-            explainer.config = replace(explainer.config, **VARIANTS[(method, variant)])
+        explainer = _row_explainer(method, variant, models, dataset, prof, seeds)
         x = torch.cat([queries[p] for p in pairs])
         target = torch.cat([torch.full((len(queries[p]),), p[1]) for p in pairs])
         cf = explainer.explain(x.to(device), target, seed=seeds("explain")).cpu()
