@@ -55,3 +55,83 @@ def test_the_margin_is_the_one_hot_masked_margin_bit_for_bit():
     old = z_t - logits.masked_fill(nn.functional.one_hot(target, 7).bool(),
                                    float("-inf")).max(1).values
     assert torch.equal(ex._margin(logits, target), old)
+
+
+# -- the step-overhead benchmark's counter, and the searches it counts -------------------------
+def _step_overhead():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "step_overhead.py"
+    spec = importlib.util.spec_from_file_location("step_overhead", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_counter_sees_each_kind_of_host_read_and_no_false_one():
+    so = _step_overhead()
+    x = torch.randn(6, 4)
+    mask = x[:, 0] > 0
+    with so.CountCalls() as c:
+        x[mask]                       # boolean index: nonzero inside the kernel
+        x[mask] = 0.0                 # boolean index assignment
+        x[0, 0].item()
+        bool(x.sum() > 0)
+        x.nonzero()
+        y = x.view(24).add(1)         # a view launches nothing; the add is one call
+        y[torch.tensor([0, 2])]       # an integer index reads nothing back
+    assert sum(c.syncs.values()) == 5, c.syncs
+    assert c.host_reads == 0
+    assert c.calls >= 6 and not any(k.startswith("add") for k in c.syncs)
+    p = torch.zeros(3, requires_grad=True)
+    opt = torch.optim.Adam([p], lr=0.1, foreach=False)
+    p.sum().backward()
+    with so.CountCalls() as c:
+        opt.step()                    # its step counter is a host scalar: a read, no sync
+    assert sum(c.syncs.values()) == 0 and c.host_reads >= 1
+
+
+def test_per_step_counts_and_flags_a_search_that_stops_early():
+    so = _step_overhead()
+    x = torch.randn(8, 3)
+
+    def search(steps, stop=None):
+        z = x.clone()
+        for i in range(steps):
+            z = z * 0.9 + 1               # two calls a step
+            z[z[:, 0] > 100] = 0          # one masked assignment: a sync a step
+            if stop is not None and i == stop:
+                break
+        return z
+
+    r = so.per_step(lambda b: search(b), lambda b: b)
+    assert r["calls_per_step"] == 4 and r["syncs_per_step"] == 1 and r["linear"], r
+    assert "index_put" in r["where"]
+    early = so.per_step(lambda b: search(b, stop=4), lambda b: b)   # 3 steps, then 5, 5
+    assert not early["linear"]
+
+
+def test_schut_with_finished_queries_kept_synchronises_once_per_check_not_per_step():
+    """compact=False: fixed shapes, the finished images masked; only every check_every-th
+    iteration reads back whether all are done.  The compacting search reads back every
+    iteration (its shapes follow the unfinished images)."""
+    import inspect
+
+    from cflib.explainers import Schut
+
+    so = _step_overhead()
+    torch.manual_seed(0)
+    clf = _classifier()
+    x = torch.rand(6, 1, 8, 8) * 2 - 1
+    every = inspect.signature(Schut._search_masked).parameters["check_every"].default
+    counts = {}
+    for compact in (False, True):
+        for iters in (every, 3 * every):
+            ex = Schut(clf, Schut.Config(max_iters=iters, confidence=1.0, n_changes=1000,
+                                         compact=compact))
+            with so.CountCalls() as c:
+                ex._search(x, torch.full((6,), 3))
+            counts[compact, iters] = sum(c.syncs.values())
+    assert counts[False, 3 * every] - counts[False, every] == 2, counts
+    assert counts[True, 3 * every] - counts[True, every] >= 2 * every, counts

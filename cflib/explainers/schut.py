@@ -45,7 +45,8 @@ class SchutConfig(ExplainerConfig):
     pixels_per_iter: int = 1       # most salient pixels changed per iteration (paper: 1)
     n_samples: int | None = None   # posterior samples; None: the model's default
     compact: bool = True           # drop finished images from the batch (False: keep them in
-                                   # each pass, change only the others: same result)
+                                   # each pass, change only the others: same result, fixed
+                                   # shapes, no host synchronisation a step: for a GPU)
 
     def __post_init__(self):
         super().__post_init__()
@@ -65,6 +66,8 @@ class Schut(Explainer):
 
     def _search(self, x, t):
         cfg = self.config
+        if not cfg.compact:
+            return self._search_masked(x, t)
         step = cfg.step if cfg.step is not None else (X_MAX - X_MIN) / cfg.n_changes
         shape = x.shape
         z = x.clone().flatten(1)
@@ -107,4 +110,41 @@ class Schut(Explainer):
             active = rows[~stuck]
             if len(active) == 0:
                 break
+        return z.view(shape).detach()
+
+    def _search_masked(self, x, t, check_every: int = 16):
+        """:meth:`_search` with every image in every pass and the finished ones masked:
+        the same shapes each iteration, nothing read back but every ``check_every``-th
+        iteration's "all done?" (each check waits for the device; the iterations in
+        between change nothing once all are done).  The same arithmetic per image as the
+        compacted search."""
+        cfg = self.config
+        step = cfg.step if cfg.step is not None else (X_MAX - X_MIN) / cfg.n_changes
+        shape = x.shape
+        z = x.clone().flatten(1)
+        changes = torch.zeros_like(z, dtype=torch.int32)
+        live = torch.ones(len(x), dtype=torch.bool, device=x.device)
+        k = min(cfg.pixels_per_iter, z.shape[1])
+        for it in progress(range(cfg.max_iters + 1), desc=self.name):
+            zf = z.clone().requires_grad_(True)
+            p = posterior_probs(self.classifier, zf.view(-1, *shape[1:]), cfg.n_samples).mean(0)
+            p_t = p.gather(1, t[:, None]).squeeze(1)
+            live = live & ~((p.argmax(1) == t) & (p_t >= cfg.confidence))
+            if it == cfg.max_iters or (it % check_every == 0 and not live.any()):
+                break
+            obj = p_t
+            if zf.dtype == torch.float16:     # as in _search
+                obj = obj.clamp_min(1e-30).log()
+            (grad,) = torch.autograd.grad(obj.where(live, 0).sum(), zf)
+            za = zf.detach()
+            blocked = ((changes >= cfg.n_changes) | ~live[:, None]
+                       | ((grad > 0) & (za >= X_MAX)) | ((grad < 0) & (za <= X_MIN)))
+            sal = grad.abs().masked_fill(blocked, 0.0)
+            val, pix = sal.topk(k, dim=1)
+            ok = val > 0
+            old = z.gather(1, pix)
+            new = (old + step * grad.gather(1, pix).sign()).clamp(X_MIN, X_MAX)
+            z = z.scatter(1, pix, torch.where(ok, new, old))
+            changes = changes.scatter_add(1, pix, ok.to(changes.dtype))
+            live = live & ok.any(1)               # nothing left to change: give up
         return z.view(shape).detach()
