@@ -135,3 +135,64 @@ def test_schut_with_finished_queries_kept_synchronises_once_per_check_not_per_st
             counts[compact, iters] = sum(c.syncs.values())
     assert counts[False, 3 * every] - counts[False, every] == 2, counts
     assert counts[True, 3 * every] - counts[True, every] >= 2 * every, counts
+
+
+def test_roar_and_psce_with_finished_queries_kept_read_back_once_per_check():
+    """ROAR reads back every check_every-th iteration, PSCE once per outer round: their
+    steps in between synchronise nothing (the compacting searches read back each step)."""
+    import inspect
+
+    from cflib.explainers import PSCE, ROAR
+
+    class Headed(nn.Module):          # ROAR perturbs the last linear layer: features + head
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(),
+                                          nn.Flatten())
+            self.head = nn.Sequential(nn.Linear(4 * 8 * 8, 5))
+
+        def forward(self, x):
+            return self.head(self.features(x))
+
+    so = _step_overhead()
+    torch.manual_seed(0)
+    clf = Headed().eval()
+    x = torch.rand(6, 1, 8, 8) * 2 - 1
+    t = torch.full((6,), 3)
+    every = inspect.signature(ROAR._search_masked).parameters["check_every"].default
+    counts = {}
+    for compact in (False, True):
+        for iters in (every, 3 * every):
+            roar = ROAR(clf, ROAR.Config(max_iter=iters, loss_threshold=0.0, compact=compact))
+            psce = PSCE(clf, PSCE.Config(inner_steps=iters, outer_iters=2, tol=0.0,
+                                         compact=compact), autoencoder=None)
+            for name, ex in (("ROAR", roar), ("PSCE", psce)):
+                with so.CountCalls() as c:
+                    ex._search(x, t)
+                counts[name, compact, iters] = sum(c.syncs.values())
+    assert counts["ROAR", False, 3 * every] - counts["ROAR", False, every] == 2, counts
+    assert counts["PSCE", False, 3 * every] == counts["PSCE", False, every], counts
+    assert counts["ROAR", True, 3 * every] - counts["ROAR", True, every] >= 2 * every, counts
+    assert counts["PSCE", True, 3 * every] - counts["PSCE", True, every] >= 2 * every, counts
+
+
+def test_row_adams_masked_step_is_its_indexed_step_bit_for_bit():
+    """RowAdam.step_masked against step(x, grad[rows], rows): rows that never stepped,
+    rows joining late and rows leaving, over several steps with gradients of every scale."""
+    from cflib.explainers._posterior import RowAdam
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(7, 1, 3, 3, generator=g)
+    a, b = RowAdam(x.clone(), 0.05), RowAdam(x.clone(), 0.05)
+    xa, xb = x.clone(), x.clone()
+    lives = [[1, 1, 0, 1, 0, 1, 1], [1, 0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 0, 0],
+             [1, 1, 0, 1, 1, 1, 1]]
+    for k, live in enumerate(lives):
+        live = torch.tensor(live, dtype=torch.bool)
+        grad = torch.randn(7, 1, 3, 3, generator=g) * 10.0 ** (k - 2)
+        rows = live.nonzero().flatten()
+        a.step(xa, grad[rows], rows)
+        b.step_masked(xb, grad, live)
+        assert torch.equal(xa, xb) and torch.equal(a.m, b.m) and torch.equal(a.v, b.v)
+        assert torch.equal(a.t, b.t)
+    assert torch.equal(xb[2], x[2])          # a row never live is untouched

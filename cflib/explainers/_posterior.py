@@ -121,6 +121,23 @@ class RowAdam:
         vhat = v / (1 - self.b2 ** t)
         x[rows] -= self.lr * mhat / (vhat.sqrt() + self.eps)
 
+    @torch.no_grad()
+    def step_masked(self, x: torch.Tensor, grad: torch.Tensor, live: torch.Tensor) -> None:
+        """:meth:`step` on the rows where ``live`` (N,) is True, every row in the
+        arithmetic and the others left as they were: fixed shapes, nothing read back
+        (for a GPU).  The same values as ``step(x, grad[rows], rows)`` on those rows."""
+        grad = grad.to(x.dtype)
+        on = live.view(-1, *([1] * (x.dim() - 1)))
+        self.t = torch.where(live, self.t + 1, self.t)
+        t = self.t.view(-1, *([1] * (x.dim() - 1)))
+        m = self.b1 * self.m + (1 - self.b1) * grad
+        v = self.b2 * self.v + (1 - self.b2) * grad * grad
+        mhat = m / (1 - self.b1 ** t)
+        vhat = v / (1 - self.b2 ** t)
+        self.m = torch.where(on, m, self.m)
+        self.v = torch.where(on, v, self.v)
+        x.copy_(torch.where(on, x - self.lr * mhat / (vhat.sqrt() + self.eps), x))
+
 
 def l1(x_cf: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Per-image L1 distance (N,), summed over pixels: Wachter's ||x' - x||_1."""

@@ -66,7 +66,8 @@ class PSCEConfig(ExplainerConfig):
     margin: float = 0.25         # the solver aims at delta + margin (1 - delta) and (1 - margin) epsilon
     n_samples: int | None = None  # posterior samples; None: the model's default
     compact: bool = True         # drop settled images from the batch (False: keep them in
-                                 # each pass, update only the others: same result)
+                                 # each pass, update only the others: same result, fixed
+                                 # shapes, no host synchronisation a step: for a GPU)
 
     def __post_init__(self):
         super().__post_init__()
@@ -125,6 +126,8 @@ class PSCE(AutoencoderExplainer):
 
     def _search(self, x, t):
         cfg = self.config
+        if not cfg.compact:
+            return self._search_masked(x, t)
         n = len(x)
         z = master(x)                 # what Adam updates; the model sees z.to(x.dtype)
         best = master(x)
@@ -167,4 +170,53 @@ class PSCE(AutoencoderExplainer):
                 break
         never = ~torch.isfinite(best_f)
         best[never] = z[never].detach()
+        return best.to(x.dtype)
+
+    def _search_masked(self, x, t):
+        """:meth:`_search` with every image in every pass and the settled ones masked: the
+        same shapes each step, nothing read back but each outer round's "all settled?"
+        (and, with an autoencoder per class, its routing).  The same arithmetic per image
+        as the compacted search."""
+        cfg = self.config
+        n = len(x)
+        z = master(x)
+        best = master(x)
+        kw = dict(device=x.device, dtype=z.dtype)
+        best_f = torch.full((n,), float("inf"), **kw)
+        mu1 = torch.zeros(n, **kw)
+        mu2 = torch.zeros(n, **kw)
+        rho = torch.full((n,), float(cfg.rho), **kw)
+        opt = RowAdam(z, cfg.lr)
+        live = torch.ones(n, dtype=torch.bool, device=x.device)
+        image = [-1] + [1] * (x.dim() - 1)
+        for _ in progress(range(cfg.outer_iters), desc=f"{self.name} rounds"):
+            before = best_f.clone()
+            on = live.view(image)
+            for _ in range(cfg.inner_steps + 1):
+                zf = z.to(x.dtype).requires_grad_(True)
+                f, c1, c2, feas = self._terms(zf, x, t)
+                with torch.no_grad():   # keep the best feasible iterate seen so far
+                    better = live & feas & (f < best_f)
+                    best = torch.where(better.view(image), zf.detach().to(best.dtype), best)
+                    best_f = torch.where(better, f.detach().to(best_f.dtype), best_f)
+                if _ == cfg.inner_steps:   # the extra pass only evaluates the last step
+                    break
+                al = f + ((mu1 + rho * c1).clamp_min(0) ** 2 - mu1 ** 2) / (2 * rho) \
+                       + ((mu2 + rho * c2).clamp_min(0) ** 2 - mu2 ** 2) / (2 * rho)
+                (grad,) = torch.autograd.grad(al.where(live, 0).sum(), zf)
+                opt.step_masked(z, grad, live)
+                with torch.no_grad():
+                    z.copy_(torch.where(on, z.clamp(X_MIN, X_MAX), z))
+            with torch.no_grad():
+                c1, c2 = c1.detach(), c2.detach()
+                mu1 = torch.where(live, (mu1 + rho * c1).clamp_min(0), mu1)
+                mu2 = torch.where(live, (mu2 + rho * c2).clamp_min(0), mu2)
+                rho = torch.where(live, rho * cfg.rho_factor, rho)
+                settled = (torch.isfinite(best_f) & torch.isfinite(before)
+                           & (before - best_f <= cfg.tol * before.abs()))
+            live = live & ~settled
+            if not live.any():
+                break
+        never = ~torch.isfinite(best_f)
+        best = torch.where(never.view(image), z.detach(), best)
         return best.to(x.dtype)

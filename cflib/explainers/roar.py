@@ -46,7 +46,8 @@ class ROARConfig(ExplainerConfig):
     loss_threshold: float = 1e-3  # CARLA's stopping rule: |loss_t - loss_{t-1}| < threshold
     n_samples: int | None = None  # posterior samples; None: the model's default
     compact: bool = True          # drop converged images from the batch (False: keep them in
-                                  # each pass, update only the others: same result)
+                                  # each pass, update only the others: same result, fixed
+                                  # shapes, no host synchronisation a step: for a GPU)
 
     def __post_init__(self):
         super().__post_init__()
@@ -64,6 +65,8 @@ class ROAR(Explainer):
 
     def _search(self, x, t):
         cfg = self.config
+        if not cfg.compact:
+            return self._search_masked(x, t)
         z = master(x)                 # what Adam updates; the model sees z.to(x.dtype)
         opt = RowAdam(z, cfg.lr)
         active = torch.arange(len(x), device=x.device)
@@ -98,5 +101,47 @@ class ROAR(Explainer):
                 prev[active] = loss.detach()
             active = active[moving]
             if len(active) == 0:
+                break
+        return z.detach().to(x.dtype)
+
+    def _search_masked(self, x, t, check_every: int = 16):
+        """:meth:`_search` with every image in every pass and the converged ones masked:
+        the same shapes each iteration, nothing read back but every ``check_every``-th
+        iteration's "all converged?" (the iterations in between change nothing once all
+        have).  The same arithmetic per image as the compacted search."""
+        cfg = self.config
+        z = master(x)
+        opt = RowAdam(z, cfg.lr)
+        live = torch.ones(len(x), dtype=torch.bool, device=x.device)
+        on = live.view(-1, *([1] * (x.dim() - 1)))
+        prev = torch.zeros(len(x), device=x.device, dtype=z.dtype)
+        for it in progress(range(cfg.max_iter), desc=self.name):
+            zf = z.to(x.dtype).requires_grad_(True)
+            h, w, b = head_inputs(self.classifier, zf, cfg.n_samples)
+            n, k = len(zf), w.shape[1]
+            dw = torch.zeros(n, k, h.shape[-1], device=z.device, dtype=h.dtype,
+                             requires_grad=True)
+            db = torch.zeros(n, k, device=z.device, dtype=h.dtype, requires_grad=True)
+            base = torch.matmul(h, w.transpose(1, 2)) + b.unsqueeze(1)
+
+            def ce(dw_, db_):
+                logits = base + torch.einsum("snj,nkj->snk", h, dw_) + db_.unsqueeze(0)
+                p = torch.softmax(working(logits), dim=-1).mean(0)
+                return -p.gather(1, t[:, None]).squeeze(1).clamp_min(1e-30).log()
+
+            gw, gb = torch.autograd.grad(ce(dw, db).where(live, 0).sum(), (dw, db),
+                                         retain_graph=True)
+            dw_star = cfg.delta_max * gw.sign()
+            db_star = cfg.delta_max * gb.sign()
+            loss = ce(dw_star, db_star) + cfg.lambda_ * l1(working(zf), working(x))
+            (grad,) = torch.autograd.grad(loss.where(live, 0).sum(), zf)
+            opt.step_masked(z, grad, live)
+            with torch.no_grad():
+                z.copy_(torch.where(on, z.clamp(X_MIN, X_MAX), z))
+                moving = (loss.detach() - prev).abs() >= cfg.loss_threshold
+                prev = torch.where(live, loss.detach().to(prev.dtype), prev)
+            live = live & moving
+            on = live.view_as(on)
+            if it % check_every == check_every - 1 and not live.any():
                 break
         return z.detach().to(x.dtype)
