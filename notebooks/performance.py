@@ -193,6 +193,52 @@ else:
     display(Markdown("The loops were not timed on this machine (`make benchmark` times them)."))
 
 # %% [markdown]
+# ## What a step asks of a GPU
+#
+# On a GPU a search step costs less in arithmetic than in what it asks of the host: each
+# operator is at least one kernel launch, and each time the host reads a value back (an
+# `.item()`, a Python `if` on a tensor, an index by a boolean mask, whose size the host
+# must know) it waits for every kernel launched before.  `benchmarks/step_overhead.py`
+# counts both per step of each search, with a dispatch mode that sees every operator,
+# for the code before the searches' rework and for today's, on the throughput
+# benchmark's setting.  Counts depend on the code path, not on the machine, with one
+# exception: CEM's one-channel convolutions run as matrix products on the CPU only, so
+# its CPU count is not its GPU count.  The searches that drop finished queries from
+# the batch read back every step by design (the batch's size is the host's to know);
+# with `compact=False` they keep every query in the batch and mask the finished ones.
+
+# %%
+steps = report.read_steps(p.results_dir)
+if steps is not None:
+    st = report.steps_table(steps)
+    left = report.step_syncs_left(steps)
+    code = steps.drop_duplicates("code").set_index("code")["commit"]
+    after = "syncs/step after"
+    kept = st.index.str.endswith("finished queries kept")
+    text = (f"Counted on {int(steps['n_images'].iloc[0])} queries"
+            + (f", the code before at commit `{code['before']}` and after at `{code['after']}`"
+               if "before" in code else f", commit `{code.iloc[0]}`") + ". ")
+    if "syncs/step before" in st:
+        text += (f"Before, {int((st['syncs/step before'] > 0).sum())} of {len(st)} rows "
+                 "read back from the device every step; ")
+    text += (f"now {int((st[after] > 0).sum())} do"
+             + (f", {int((st.loc[kept, after] > 0).sum())} of them with finished queries "
+                "kept" if kept.any() else "") + ".")
+    if left:
+        text += "  What still reads back each step: " + "; ".join(
+            f"{m} ({report.fmt(st.loc[m, after])} a step)" for m in left) + "."
+    display(Markdown(text))
+    display(report.page_table(st))
+    if left:
+        display(report.fold("Where each remaining read-back is (operator, source line, "
+                            "reads a step)",
+                            "\n".join(f"- **{m}**: " + ", ".join(f"`{w_}`" for w_ in w.split("; "))
+                                      for m, w in left.items())))
+else:
+    display(Markdown("The steps were not counted on this machine "
+                     "(`python benchmarks/step_overhead.py`)."))
+
+# %% [markdown]
 # ## Where the time goes
 #
 # A rate far below the peak says that time goes elsewhere than into the large dense

@@ -555,6 +555,39 @@ def test_the_operator_table_shares_add_up_and_name_the_largest_operator():
     assert report.dense_share(ops).to_dict() == pytest.approx({"DCGAN epoch": 0.6, "Wachter": 0.1})
 
 
+def _step(code, method, compact, calls, syncs, once=5.0, where=""):
+    return {"code": code, "method": method, "compact": compact, "n_images": 32,
+            "calls_per_step": calls, "syncs_per_step": syncs, "host_reads_per_step": 0.0,
+            "syncs_per_search": once, "linear": True, "where": where, "commit": code[:3]}
+
+
+def test_the_steps_table_sets_before_beside_after_per_search_and_names_what_still_syncs():
+    """Rows in any order (after first), a search counted only after (no before: NaN, not
+    another row's), its kept-queries variant a row of its own, and what still reads back
+    each step taken from the after rows alone (a sync fixed since is not named)."""
+    steps = pd.DataFrame([
+        _step("after", "CEM", True, 284, 0.0, once=18),
+        _step("after", "Schut", True, 81, 10.0, where="index[mask]@schut.py:86 x10"),
+        _step("after", "Schut", False, 87, 0.0),
+        _step("after", "New", True, 12, 1.0, where="nonzero@new.py:3 x1"),
+        _step("before", "CEM", True, 160, 4.0, once=17),
+        _step("before", "Schut", True, 81, 10.0, where="index[mask]@schut.py:86 x10"),
+        _step("before", "Schut", False, 87, 10.0, where="index[mask]@schut.py:86 x10"),
+    ])
+    t = report.steps_table(steps)
+    assert list(t.index) == ["CEM", "Schut", "Schut, finished queries kept", "New"]
+    assert list(t.columns) == ["calls/step before", "calls/step after", "syncs/step before",
+                               "syncs/step after", "syncs once"]
+    assert t.loc["CEM"].tolist() == [160, 284, 4.0, 0.0, 18]
+    assert t.loc["Schut, finished queries kept", "syncs/step before"] == 10.0
+    assert t.loc["Schut, finished queries kept", "syncs/step after"] == 0.0
+    assert t.loc["New", ["calls/step before", "syncs/step before"]].isna().all()
+    assert report.step_syncs_left(steps) == {"Schut": "index[mask]@schut.py:86 x10",
+                                             "New": "nonzero@new.py:3 x1"}
+    only_after = report.steps_table(steps[steps["code"] == "after"])
+    assert list(only_after.columns) == ["calls/step after", "syncs/step after", "syncs once"]
+
+
 def test_the_budget_evidence_is_one_datasets_curve_in_budget_order(tmp_path):
     """The committed curve's rows of one dataset with the chapters' generator (1 epoch),
     ordered by the share of the public optimisation whatever the file's order, and its

@@ -593,19 +593,60 @@ def ops_table(ops: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("loop or search")
 
 
-def read_ops(results_dir) -> pd.DataFrame | None:
-    """The benchmark's operator profile: ``performance_ops.csv`` of ``results_dir``, else
-    the book's (``results/``, as the tuning evidence is read); None when neither exists."""
+def _read_benchmark(results_dir, name: str) -> pd.DataFrame | None:
+    """A benchmark's table ``name`` of ``results_dir``, else the book's (``results/``, as
+    the tuning evidence is read); None when neither exists."""
     from pathlib import Path
 
     from cflib.bench.data import PROJECT_ROOT
     from cflib.bench.results import read_table
 
     for folder in (Path(results_dir), PROJECT_ROOT / "results"):
-        f = folder / "performance_ops.csv"
+        f = folder / name
         if f.exists():
             return read_table(f)
     return None
+
+
+def read_ops(results_dir) -> pd.DataFrame | None:
+    """The benchmark's operator profile (``performance_ops.csv``; :func:`_read_benchmark`)."""
+    return _read_benchmark(results_dir, "performance_ops.csv")
+
+
+def read_steps(results_dir) -> pd.DataFrame | None:
+    """The searches' operator calls and host synchronisations per step
+    (``performance_steps.csv`` of ``benchmarks/step_overhead.py``; :func:`_read_benchmark`)."""
+    return _read_benchmark(results_dir, "performance_steps.csv")
+
+
+def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
+    """A row per search (and per search with its finished queries kept, ``compact`` False):
+    operator calls and host synchronisations per step before and after (the ``code`` of
+    each row of ``performance_steps.csv``; "after" alone where no "before" was counted),
+    and the synchronisations a whole search pays once."""
+    df = steps.assign(search=[m if str(c) != "False" else f"{m}, finished queries kept"
+                              for m, c in zip(steps["method"], steps["compact"])])
+    codes = [c for c in ("before", "after") if c in set(df["code"])]
+    rows = {}
+    for search, d in df.groupby("search", sort=False):
+        by = {c: d[d["code"] == c].iloc[0] for c in codes if (d["code"] == c).any()}
+        row = {}
+        for col, title in (("calls_per_step", "calls/step"), ("syncs_per_step", "syncs/step")):
+            for c in codes:
+                row[f"{title} {c}"] = by[c][col] if c in by else np.nan
+        last = by.get("after", by[codes[-1]])
+        row["syncs once"] = last["syncs_per_search"]
+        rows[search] = row
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("search")
+
+
+def step_syncs_left(steps: pd.DataFrame) -> dict[str, str]:
+    """The searches that still read back from the device every step ("after", or the only
+    code counted), with the source lines that do (``where``)."""
+    code = "after" if (steps["code"] == "after").any() else steps["code"].iloc[0]
+    d = steps[(steps["code"] == code) & (steps["syncs_per_step"] > 0)]
+    return {(m if str(c) != "False" else f"{m}, finished queries kept"): w
+            for m, c, w in zip(d["method"], d["compact"], d["where"])}
 
 
 def read_gpu_chapter(results_dir) -> pd.DataFrame | None:
