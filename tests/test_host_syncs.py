@@ -196,3 +196,46 @@ def test_row_adams_masked_step_is_its_indexed_step_bit_for_bit():
         assert torch.equal(xa, xb) and torch.equal(a.m, b.m) and torch.equal(a.v, b.v)
         assert torch.equal(a.t, b.t)
     assert torch.equal(xb[2], x[2])          # a row never live is untouched
+
+
+def test_the_generator_loops_read_back_once_an_epoch_not_once_a_batch():
+    """DCGAN and encoder training keep the images on the device and the epoch's sums
+    there: as many read-backs for twice the batches (they were 4 and 2 a batch)."""
+    from cflib.models.dcgan import DCGAN, EncoderDCGAN, train_dcgan, train_encoder
+
+    so = _step_overhead()
+    counts = {}
+    for batches in (2, 4):
+        x = torch.rand(8 * batches, 1, 28, 28) * 2 - 1
+        torch.manual_seed(0)
+        gan, enc = DCGAN(ngf=8, ndf=8), EncoderDCGAN()
+        with so.CountCalls() as c:
+            train_dcgan(gan, x, 1, batch_size=8, seed=0)
+        counts["dcgan", batches] = sum(c.syncs.values())
+        with so.CountCalls() as c:
+            train_encoder(enc, gan.generator, x, 1, batch_size=8, seed=0)
+        counts["encoder", batches] = sum(c.syncs.values())
+    assert counts["dcgan", 2] == counts["dcgan", 4], counts
+    assert counts["encoder", 2] == counts["encoder", 4], counts
+
+
+def test_c3lt_training_reads_back_at_its_logged_points_only():
+    """C3LT's mapping updates keep their sums on the device and read them at the logged
+    points (about ten an epoch): twice the updates, the same read-backs."""
+    from cflib.explainers import C3LT
+    from cflib.explainers.c3lt import C3LTMappings
+    from cflib.models import C3LTClassifier
+    from cflib.models.dcgan import DCGAN, EncoderDCGAN
+
+    so = _step_overhead()
+    torch.manual_seed(0)
+    f, gan, enc = C3LTClassifier().eval(), DCGAN(ngf=8, ndf=8).eval(), EncoderDCGAN().eval()
+    counts = []
+    for updates in (20, 40):
+        x = torch.rand(4 * updates, 1, 28, 28) * 2 - 1
+        ex = C3LT(f, C3LT.Config(epochs=1, batch_size=4, gamma=0.1, beta=1.0),
+                  generator=gan.generator, encoder=enc, discriminator=gan.discriminator)
+        with so.CountCalls() as c:
+            ex._train(C3LTMappings(100), x, x.flip(0), 0, 1)
+        counts.append(sum(c.syncs.values()))
+    assert counts[0] == counts[1], counts

@@ -476,15 +476,19 @@ class C3LT(Explainer):
         # nothing but the rounding): G on the four sets of codes, f on the two sets of
         # counterfactuals (whose logits also give the training validity), D on all four
         FG = self._frozen_generator()
+        # the images and codes on the device once, each batch drawn there by index, the
+        # logged sums kept there (read back at each logged point, about ten an epoch)
+        x_q, x_t = x_q.to(dev), x_t.to(dev)
+        z_q_all, z_t_all = z_q_all.to(dev), z_t_all.to(dev)
         for ep in range(cfg.epochs):
-            perm_q, perm_t = torch.randperm(len(x_q), generator=gen), torch.randperm(len(x_t), generator=gen)
-            sums, seen = torch.zeros(len(_LOGGED)), 0
+            perm_q = torch.randperm(len(x_q), generator=gen).to(dev)
+            perm_t = torch.randperm(len(x_t), generator=gen).to(dev)
+            sums, seen = torch.zeros(len(_LOGGED), device=dev), 0
             steps = progress(range(0, n, cfg.batch_size),
                              desc=f"C3LT {q}->{t} epoch {ep + 1}/{cfg.epochs}")
             for k, i in enumerate(steps):
                 iq, it = perm_q[i:min(i + cfg.batch_size, n)], perm_t[i:min(i + cfg.batch_size, n)]
-                x1, x2 = x_q[iq].to(dev), x_t[it].to(dev)
-                z1, z2 = z_q_all[iq.to(z_q_all.device)], z_t_all[it.to(z_t_all.device)]
+                x1, x2, z1, z2 = x_q[iq], x_t[it], z_q_all[iq], z_t_all[it]
                 b = len(x1)
                 with channels_last(FG, f, D):
                     loss, parts = self._update_loss(maps, FG, D, f, x1, x2, z1, z2,
@@ -495,7 +499,7 @@ class C3LT(Explainer):
                 opt.step()
                 if per_step:
                     sched.step()
-                sums += torch.tensor([loss.item()] + [v.item() for v in parts]) * b
+                sums += torch.stack([loss.detach(), *(v.detach() for v in parts)]) * b
                 seen += b
                 done += 1
                 if seen and ((k + 1) % log_every == 0 or k + 1 == per_epoch):
@@ -503,7 +507,7 @@ class C3LT(Explainer):
                     hist.append(dict(zip(_LOGGED, s),
                                      step=done, epoch=ep + (k + 1) / per_epoch,
                                      lr=opt.param_groups[0]["lr"]))
-                    sums, seen = torch.zeros(len(_LOGGED)), 0
+                    sums, seen = torch.zeros(len(_LOGGED), device=dev), 0
             if not per_step:
                 sched.step()
         maps.eval()
