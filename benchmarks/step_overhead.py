@@ -1,34 +1,39 @@
-"""What each iterative search asks of the device per step: operator calls (on a GPU, each
-one at least one kernel launch) and host synchronisations, counted, for this checkout's
-code and for another's (the code before a change), side by side.
+"""What each iterative search and each generator training loop asks of the device per
+step: operator calls (on a GPU, each one at least one kernel launch) and host
+synchronisations, counted for this checkout's code and for another's (the code before a
+change), side by side.
 
     .venv/bin/python benchmarks/step_overhead.py                       # this checkout
     .venv/bin/python benchmarks/step_overhead.py --before ../old-checkout
-    .venv/bin/python benchmarks/step_overhead.py --methods Schut ROAR  # some searches
+    .venv/bin/python benchmarks/step_overhead.py --methods Schut ROAR  # some of them
 
 Each search of the catalog runs as the throughput benchmark builds it
 (``benchmarks/throughput.py``: the ``smoke`` profile's networks, the table's classifier
 and queries, ``--images`` queries in one batch; the searches that drop finished queries
 once more with them kept, ``compact=False``) at three budgets of its step count (3, 6
 and 9 steps of the field in ``BUDGET``, CVE's 1, 2 and 3 edits; the outer loops, such
-as CEM's constant search or Wachter's lambdas, as configured).  A dispatch mode sees every ATen operator the search
-calls.  Per step is the increase from one budget to the next over the steps it adds; the
-two increases must agree (``linear``), which a search that stopped early would break.
+as CEM's constant search or Wachter's lambdas, as configured).  A dispatch mode sees
+every ATen operator the search calls.  Per step is the increase from one budget to the
+next over the steps it adds; the two increases must agree (``linear``), which a search
+that stopped early would break.  The chapters' generator loops (the DCGAN, its encoder,
+C3LT's mappings; ``LOOPS``) are counted the same way per batch, from three loop lengths,
+on the throughput benchmark's random networks of the chapters' architectures.
 
 What counts as a host synchronisation: an operator whose result the host must read
-before it can go on — ``_local_scalar_dense`` (``.item()``, ``bool(t)``, a Python ``if``
-on a tensor), ``nonzero``, ``masked_select``, ``unique``, ``repeat_interleave`` — and an
+before it can go on (``_local_scalar_dense``: ``.item()``, ``bool(t)``, a Python ``if``
+on a tensor; ``nonzero``, ``masked_select``, ``unique``, ``repeat_interleave``) and an
 index or index assignment with a boolean mask (it calls ``nonzero`` inside its kernel,
 where a dispatch mode does not see it).  A scalar read inside ``torch.optim`` is the
 optimizer's step counter, a host tensor on every device unless the optimizer is
 capturable: it is counted apart (``host_reads_per_step``), since it waits on nothing.
-``where`` names the source lines of the per-step synchronisations (the first frame outside
-torch).
+``where`` names the source lines of the per-step synchronisations (the first frame
+outside torch).
 
-The counts are of operators, not of time: they are the same on every machine and are
-what a step pays on a GPU (launches and stalls); ``benchmarks/throughput.py`` times the
-searches.  Rows go to ``results/performance_steps.csv`` (``code``: ``before`` or
-``after``, with the commit each ran), which the performance page reads.
+The counts are of operators, not of time: for one code path they are the same on every
+machine, and they are what a step pays on a GPU (launches and stalls);
+``benchmarks/throughput.py`` times the searches.  Rows go to
+``results/performance_steps.csv`` (``code``: ``before`` or ``after``, with the commit
+each ran), which the performance page reads.
 """
 from __future__ import annotations
 
@@ -65,6 +70,14 @@ BUDGET = {
 BUDGETS = (3, 6, 9)
 #: CVE's edits stop when its queries flip, most within a few edits
 BUDGETS_OF = {"CVE": (1, 2, 3), "CVE (receptive field)": (1, 2, 3)}
+#: the chapters' training loops, counted per batch (or update) from three loop lengths:
+#: (name, the throughput benchmark's builder of a run of n of them, the lengths)
+LOOPS = {
+    "DCGAN training, batch of 64": (lambda tp, n: tp._loop_dcgan(n), (2, 4, 6)),
+    "encoder training, batch of 128": (lambda tp, n: tp._loop_encoder(n), (2, 4, 6)),
+    # C3LT logs about ten points an epoch whatever its length: 10, 20, 30 updates
+    "C3LT mapping update, batch 32": (lambda tp, n: tp._loop_c3lt(32, n), (10, 20, 30)),
+}
 #: operators whose result the host reads (see the module docstring)
 READS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim",
          "unique_consecutive", "repeat_interleave", "is_nonzero"}
@@ -151,7 +164,7 @@ def measure(root: Path, methods, images: int) -> list[dict]:
 
     torch.set_num_threads(1)
     rows, cache = [], {}
-    for method in methods:
+    for method in [m for m in methods if m in BUDGET]:
         name = tp.SETTING[method]
         if name not in cache:
             cache[name] = tp.setting(name, "cpu")
@@ -176,6 +189,15 @@ def measure(root: Path, methods, images: int) -> list[dict]:
                   f"{rows[-1]['calls_per_step']:8.1f} calls, "
                   f"{rows[-1]['syncs_per_step']:5.2f} syncs per step  {rows[-1]['where']}",
                   file=sys.stderr, flush=True)
+    for name, (build, lengths) in LOOPS.items():
+        if name not in methods:
+            continue
+        rows.append({"method": name, "compact": True, "n_images": None, "step": "batch",
+                     "steps_per_unit": 1,
+                     **per_step(lambda n, b=build: b(tp, n)(), lambda n: n, lengths)})
+        print(f"{name:<32} {rows[-1]['calls_per_step']:8.1f} calls, "
+              f"{rows[-1]['syncs_per_step']:5.2f} syncs per batch  {rows[-1]['where']}",
+              file=sys.stderr, flush=True)
     return rows
 
 
@@ -208,16 +230,18 @@ def run_tree(root: Path, methods, images: int) -> list[dict]:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--methods", nargs="+", default=list(BUDGET))
+    ap.add_argument("--methods", nargs="+", default=[*BUDGET, *LOOPS],
+                    help="searches and training loops (default: all of them)")
     ap.add_argument("--images", type=int, default=32)
     ap.add_argument("--before", type=Path, default=None,
                     help="a checkout of the code before the change (rows 'before')")
     ap.add_argument("--out", default=str(ROOT / "results" / "performance_steps.csv"))
     ap.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    unknown = [m for m in args.methods if m not in BUDGET]
+    unknown = [m for m in args.methods if m not in BUDGET and m not in LOOPS]
     if unknown:
-        raise SystemExit(f"no step budget known for {unknown}; searches: {list(BUDGET)}")
+        raise SystemExit(f"no step budget known for {unknown}; searches: {list(BUDGET)}, "
+                         f"loops: {list(LOOPS)}")
     if args.images < 1:
         raise SystemExit(f"--images must be at least 1, got {args.images}")
     if args.worker is not None:

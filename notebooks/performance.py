@@ -199,9 +199,9 @@ else:
 # operator is at least one kernel launch, and each time the host reads a value back (an
 # `.item()`, a Python `if` on a tensor, an index by a boolean mask, whose size the host
 # must know) it waits for every kernel launched before.  `benchmarks/step_overhead.py`
-# counts both per step of each search, with a dispatch mode that sees every operator,
-# for the code before the searches' rework and for today's, on the throughput
-# benchmark's setting.  Counts depend on the code path, not on the machine, with one
+# counts both per step of each search and per batch of the chapters' generator loops,
+# with a dispatch mode that sees every operator, for the code before the rework of the
+# steps and for today's, on the throughput benchmark's setting.  Counts depend on the code path, not on the machine, with one
 # exception: CEM's one-channel convolutions run as matrix products on the CPU only, so
 # its CPU count is not its GPU count.  The searches that drop finished queries from
 # the batch read back every step by design (the batch's size is the host's to know);

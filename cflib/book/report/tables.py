@@ -620,7 +620,8 @@ def read_steps(results_dir) -> pd.DataFrame | None:
 
 
 def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
-    """A row per search (and per search with its finished queries kept, ``compact`` False):
+    """A row per search (and per search with its finished queries kept, ``compact`` False)
+    and per training loop (a step is one of its batches):
     operator calls and host synchronisations per step before and after (the ``code`` of
     each row of ``performance_steps.csv``; "after" alone where no "before" was counted),
     and the synchronisations a whole search pays once."""
@@ -637,7 +638,7 @@ def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
         last = by.get("after", by[codes[-1]])
         row["syncs once"] = last["syncs_per_search"]
         rows[search] = row
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("search")
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("search or loop")
 
 
 def step_syncs_left(steps: pd.DataFrame) -> dict[str, str]:
