@@ -426,3 +426,35 @@ def test_a_class_moved_to_another_module_unchanged_is_a_move_a_changed_one_is_no
     new.write_text(cls.replace("raise ValueError", "raise TypeError"))
     assert not certify._moved(old, "Noise")                   # moved and changed
     assert not certify._moved(old, "Gone")                    # not in the old text at all
+
+
+def test_two_certifications_of_one_commit_make_its_worktree_once(tmp_path, monkeypatch):
+    """Side by side, two chapters last run at one commit share its worktree: the second
+    waits for the first's (it removed the half-made tree and failed before the lock)."""
+    import threading
+    import time
+
+    from cflib.book.runs import certify
+
+    made = []
+
+    def fake_git(*args, cwd=None):
+        assert args[:2] == ("worktree", "add")
+        made.append(args)
+        time.sleep(0.2)                     # another certification arrives meanwhile
+        path = tmp_path / f"tree-{args[-1]}"
+        (path / ".git").mkdir(parents=True)
+        (path / "notebooks").mkdir()
+        return ""
+
+    monkeypatch.setattr(certify, "WORK", tmp_path)
+    monkeypatch.setattr(certify, "_git", fake_git)
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(certify.worktree("abc1234")))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and out == [tmp_path / "tree-abc1234"] * 2
+    assert (tmp_path / "tree-abc1234" / "notebooks").is_dir()

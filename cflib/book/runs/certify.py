@@ -95,15 +95,21 @@ def _git(*args, cwd=PROJECT_ROOT) -> str:
 
 
 def worktree(commit: str) -> Path:
-    """A git worktree of ``commit`` under ``_build/certify/`` (made once, reused)."""
+    """A git worktree of ``commit`` under ``_build/certify/`` (made once, reused).  Made
+    under a lock: two certifications of chapters last run at one commit (side by side)
+    would otherwise each remove the other's half-made tree."""
+    import fcntl
+
     path = WORK / f"tree-{commit}"
-    if (path / ".git").exists():
-        return path
     WORK.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "worktree", "prune"], cwd=PROJECT_ROOT, capture_output=True)
-    if path.exists():
-        shutil.rmtree(path)
-    _git("worktree", "add", "--detach", str(path), commit)
+    with open(WORK / f"tree-{commit}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (path / ".git").exists():
+            return path
+        subprocess.run(["git", "worktree", "prune"], cwd=PROJECT_ROOT, capture_output=True)
+        if path.exists():
+            shutil.rmtree(path)
+        _git("worktree", "add", "--detach", str(path), commit)
     return path
 
 
