@@ -27,7 +27,9 @@ where a dispatch mode does not see it).  A scalar read inside ``torch.optim`` is
 optimizer's step counter, a host tensor on every device unless the optimizer is
 capturable: it is counted apart (``host_reads_per_step``), since it waits on nothing.
 ``where`` names the source lines of the per-step synchronisations (the first frame
-outside torch).
+outside torch).  A copy to the host (``.cpu()``, ``.tolist()``, ``.numpy()``) waits too,
+but on the CPU nothing is copied and the dispatch mode sees no operator: none sits
+inside a step of today's searches or loops (read in the code, not counted).
 
 The counts are of operators, not of time: for one code path they are the same on every
 machine, and they are what a step pays on a GPU (launches and stalls);
