@@ -215,18 +215,22 @@ if steps is not None:
     code = steps.drop_duplicates("code").set_index("code")["commit"]
     after = "syncs/step after"
     kept = st.index.str.endswith("finished queries kept")
-    text = (f"Counted on {int(steps['n_images'].iloc[0])} queries"
+    queries = steps.loc[steps["n_images"].astype(str) != "", "n_images"].iloc[0]
+    text = (f"Counted on {int(float(queries))} queries (the searches)"
             + (f", the code before at commit `{code['before']}` and after at `{code['after']}`"
                if "before" in code else f", commit `{code.iloc[0]}`") + ". ")
     if "syncs/step before" in st:
         text += (f"Before, {int((st['syncs/step before'] > 0).sum())} of {len(st)} rows "
                  "read back from the device every step; ")
     text += (f"now {int((st[after] > 0).sum())} do"
-             + (f", {int((st.loc[kept, after] > 0).sum())} of them with finished queries "
-                "kept" if kept.any() else "") + ".")
+             + (f", {int((st.loc[kept, after] > 0).sum()) or 'none'} of them with finished "
+                "queries kept" if kept.any() else "") + ".")
     if left:
+        masked = {m for m in left if st.get(after).get(f"{m}, finished queries kept") == 0}
         text += "  What still reads back each step: " + "; ".join(
-            f"{m} ({report.fmt(st.loc[m, after])} a step)" for m in left) + "."
+            f"{m} ({report.fmt(st.loc[m, after])} a step"
+            + (", none with finished queries kept)" if m in masked else ")")
+            for m in left) + "."
     display(Markdown(text))
     display(report.page_table(st))
     if left:
