@@ -584,6 +584,10 @@ def test_the_steps_table_sets_before_beside_after_per_search_and_names_what_stil
     assert t.loc["New", ["calls/step before", "syncs/step before"]].isna().all()
     assert report.step_syncs_left(steps) == {"Schut": "index[mask]@schut.py:86 x10",
                                              "New": "nonzero@new.py:3 x1"}
+    gone = report.steps_table(pd.concat([steps, pd.DataFrame([_step("before", "Old", True,
+                                                                     9, 2.0, once=3)])]))
+    assert gone.loc["Old", "syncs/step after"] != gone.loc["Old", "syncs/step after"]  # NaN
+    assert gone.loc["Old", "syncs once"] == 3          # a search counted before only
     only_after = report.steps_table(steps[steps["code"] == "after"])
     assert list(only_after.columns) == ["calls/step after", "syncs/step after", "syncs once"]
 

@@ -124,20 +124,26 @@ class PSCE(AutoencoderExplainer):
             out[rows] = ae[c](z[rows])
         return out
 
+    def _start(self, x):
+        """A search's state: the iterate (what Adam updates; the model sees
+        ``z.to(x.dtype)``), the best feasible image and its objective, the multipliers,
+        the penalties (in the master copy's dtype) and Adam."""
+        n = len(x)
+        z = master(x)
+        best = master(x)
+        kw = dict(device=x.device, dtype=z.dtype)
+        best_f = torch.full((n,), float("inf"), **kw)
+        mu1 = torch.zeros(n, **kw)
+        mu2 = torch.zeros(n, **kw)
+        rho = torch.full((n,), float(self.config.rho), **kw)
+        return z, best, best_f, mu1, mu2, rho, RowAdam(z, self.config.lr)
+
     def _search(self, x, t):
         cfg = self.config
         if not cfg.compact:
             return self._search_masked(x, t)
         n = len(x)
-        z = master(x)                 # what Adam updates; the model sees z.to(x.dtype)
-        best = master(x)
-        # objective values, multipliers and penalties in the master copy's dtype
-        kw = dict(device=x.device, dtype=z.dtype)
-        best_f = torch.full((n,), float("inf"), **kw)
-        mu1 = torch.zeros(n, **kw)
-        mu2 = torch.zeros(n, **kw)
-        rho = torch.full((n,), float(cfg.rho), **kw)
-        opt = RowAdam(z, cfg.lr)
+        z, best, best_f, mu1, mu2, rho, opt = self._start(x)
         active = torch.arange(n, device=x.device)
         for _ in progress(range(cfg.outer_iters), desc=f"{self.name} rounds"):
             before = best_f.clone()
@@ -179,14 +185,7 @@ class PSCE(AutoencoderExplainer):
         as the compacted search."""
         cfg = self.config
         n = len(x)
-        z = master(x)
-        best = master(x)
-        kw = dict(device=x.device, dtype=z.dtype)
-        best_f = torch.full((n,), float("inf"), **kw)
-        mu1 = torch.zeros(n, **kw)
-        mu2 = torch.zeros(n, **kw)
-        rho = torch.full((n,), float(cfg.rho), **kw)
-        opt = RowAdam(z, cfg.lr)
+        z, best, best_f, mu1, mu2, rho, opt = self._start(x)
         live = torch.ones(n, dtype=torch.bool, device=x.device)
         image = [-1] + [1] * (x.dim() - 1)
         for _ in progress(range(cfg.outer_iters), desc=f"{self.name} rounds"):

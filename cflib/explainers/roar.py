@@ -63,6 +63,33 @@ class ROAR(Explainer):
     name = "ROAR"
     Config = ROARConfig
 
+    def _robust_loss(self, zf, x0, t, pick):
+        """Per image of ``zf`` (queries ``x0``, targets ``t``), the outer objective at the
+        first-order worst case of the last layer within the box, restricted by ``pick``
+        (the rows that count: an index, or a mask that zeroes the others), and its
+        gradient in ``zf``."""
+        cfg = self.config
+        h, w, b = head_inputs(self.classifier, zf, cfg.n_samples)
+        n, k = len(zf), w.shape[1]
+        # inner max: first-order worst case of the last layer within the box
+        dw = torch.zeros(n, k, h.shape[-1], device=zf.device, dtype=h.dtype,
+                         requires_grad=True)
+        db = torch.zeros(n, k, device=zf.device, dtype=h.dtype, requires_grad=True)
+        base = torch.matmul(h, w.transpose(1, 2)) + b.unsqueeze(1)
+
+        def ce(dw_, db_):
+            logits = base + torch.einsum("snj,nkj->snk", h, dw_) + db_.unsqueeze(0)
+            p = torch.softmax(working(logits), dim=-1).mean(0)
+            return -p.gather(1, t[:, None]).squeeze(1).clamp_min(1e-30).log()
+
+        gw, gb = torch.autograd.grad(pick(ce(dw, db)).sum(), (dw, db), retain_graph=True)
+        dw_star = cfg.delta_max * gw.sign()
+        db_star = cfg.delta_max * gb.sign()
+        # outer min at the worst case (delta* fixed)
+        loss = pick(ce(dw_star, db_star) + cfg.lambda_ * l1(working(zf), working(x0)))
+        (grad,) = torch.autograd.grad(loss.sum(), zf)
+        return loss, grad
+
     def _search(self, x, t):
         cfg = self.config
         if not cfg.compact:
@@ -74,26 +101,7 @@ class ROAR(Explainer):
         for _ in progress(range(cfg.max_iter), desc=self.name):
             fw, sel = forward_rows(active, len(x), cfg.compact)
             zf = z[fw].to(x.dtype).requires_grad_(True)
-            tf = t[fw]
-            h, w, b = head_inputs(self.classifier, zf, cfg.n_samples)
-            n, k = len(fw), w.shape[1]
-            # inner max: first-order worst case of the last layer within the box
-            dw = torch.zeros(n, k, h.shape[-1], device=z.device, dtype=h.dtype,
-                             requires_grad=True)
-            db = torch.zeros(n, k, device=z.device, dtype=h.dtype, requires_grad=True)
-            base = torch.matmul(h, w.transpose(1, 2)) + b.unsqueeze(1)
-
-            def ce(dw_, db_):
-                logits = base + torch.einsum("snj,nkj->snk", h, dw_) + db_.unsqueeze(0)
-                p = torch.softmax(working(logits), dim=-1).mean(0)
-                return -p.gather(1, tf[:, None]).squeeze(1).clamp_min(1e-30).log()
-
-            gw, gb = torch.autograd.grad(ce(dw, db)[sel].sum(), (dw, db), retain_graph=True)
-            dw_star = cfg.delta_max * gw.sign()
-            db_star = cfg.delta_max * gb.sign()
-            # outer min at the worst case (delta* fixed)
-            loss = (ce(dw_star, db_star) + cfg.lambda_ * l1(working(zf), working(x[fw])))[sel]
-            (grad,) = torch.autograd.grad(loss.sum(), zf)
+            loss, grad = self._robust_loss(zf, x[fw], t[fw], lambda v: v[sel])
             opt.step(z, grad[sel], active)
             z[active] = z[active].clamp(X_MIN, X_MAX)
             with torch.no_grad():
@@ -117,24 +125,7 @@ class ROAR(Explainer):
         prev = torch.zeros(len(x), device=x.device, dtype=z.dtype)
         for it in progress(range(cfg.max_iter), desc=self.name):
             zf = z.to(x.dtype).requires_grad_(True)
-            h, w, b = head_inputs(self.classifier, zf, cfg.n_samples)
-            n, k = len(zf), w.shape[1]
-            dw = torch.zeros(n, k, h.shape[-1], device=z.device, dtype=h.dtype,
-                             requires_grad=True)
-            db = torch.zeros(n, k, device=z.device, dtype=h.dtype, requires_grad=True)
-            base = torch.matmul(h, w.transpose(1, 2)) + b.unsqueeze(1)
-
-            def ce(dw_, db_):
-                logits = base + torch.einsum("snj,nkj->snk", h, dw_) + db_.unsqueeze(0)
-                p = torch.softmax(working(logits), dim=-1).mean(0)
-                return -p.gather(1, t[:, None]).squeeze(1).clamp_min(1e-30).log()
-
-            gw, gb = torch.autograd.grad(ce(dw, db).where(live, 0).sum(), (dw, db),
-                                         retain_graph=True)
-            dw_star = cfg.delta_max * gw.sign()
-            db_star = cfg.delta_max * gb.sign()
-            loss = ce(dw_star, db_star) + cfg.lambda_ * l1(working(zf), working(x))
-            (grad,) = torch.autograd.grad(loss.where(live, 0).sum(), zf)
+            loss, grad = self._robust_loss(zf, x, t, lambda v: v.where(live, 0))
             opt.step_masked(z, grad, live)
             with torch.no_grad():
                 z.copy_(torch.where(on, z.clamp(X_MIN, X_MAX), z))

@@ -619,14 +619,18 @@ def read_steps(results_dir) -> pd.DataFrame | None:
     return _read_benchmark(results_dir, "performance_steps.csv")
 
 
+def _step_row(method: str, compact) -> str:
+    """A row's name in the steps table: the search, or its run with finished queries kept."""
+    return method if str(compact) != "False" else f"{method}, finished queries kept"
+
+
 def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
     """A row per search (and per search with its finished queries kept, ``compact`` False)
     and per training loop (a step is one of its batches):
     operator calls and host synchronisations per step before and after (the ``code`` of
     each row of ``performance_steps.csv``; "after" alone where no "before" was counted),
     and the synchronisations a whole search pays once."""
-    df = steps.assign(search=[m if str(c) != "False" else f"{m}, finished queries kept"
-                              for m, c in zip(steps["method"], steps["compact"])])
+    df = steps.assign(search=[_step_row(m, c) for m, c in zip(steps["method"], steps["compact"])])
     codes = [c for c in ("before", "after") if c in set(df["code"])]
     rows = {}
     for search, d in df.groupby("search", sort=False):
@@ -635,7 +639,7 @@ def steps_table(steps: pd.DataFrame) -> pd.DataFrame:
         for col, title in (("calls_per_step", "calls/step"), ("syncs_per_step", "syncs/step")):
             for c in codes:
                 row[f"{title} {c}"] = by[c][col] if c in by else np.nan
-        last = by.get("after", by[codes[-1]])
+        last = by["after"] if "after" in by else next(iter(by.values()))
         row["syncs once"] = last["syncs_per_search"]
         rows[search] = row
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("search or loop")
@@ -646,8 +650,7 @@ def step_syncs_left(steps: pd.DataFrame) -> dict[str, str]:
     code counted), with the source lines that do (``where``)."""
     code = "after" if (steps["code"] == "after").any() else steps["code"].iloc[0]
     d = steps[(steps["code"] == code) & (steps["syncs_per_step"] > 0)]
-    return {(m if str(c) != "False" else f"{m}, finished queries kept"): w
-            for m, c, w in zip(d["method"], d["compact"], d["where"])}
+    return {_step_row(m, c): w for m, c, w in zip(d["method"], d["compact"], d["where"])}
 
 
 def read_gpu_chapter(results_dir) -> pd.DataFrame | None:
