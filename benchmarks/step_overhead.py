@@ -49,6 +49,9 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
 os.environ.setdefault("TQDM_DISABLE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,10 +103,6 @@ def _source() -> tuple[str, bool]:
         if f"{os.sep}torch{os.sep}" not in f.filename and f.filename != __file__:
             return f"{Path(f.filename).name}:{f.lineno}", optim
     return "?", optim
-
-
-import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 
 class CountCalls(TorchDispatchMode):
